@@ -285,3 +285,18 @@ async def test_the_memory_total_says_how_many_processes_it_leaves_out() -> None:
         await open_node(app, next(iter(fleet.agents)), pilot)
         head = str(app.screen.query_one("#gpu-processes-head", Static).content)
         assert head.endswith("3 on 3 GPUs, 27.8 GiB of GPU memory (1 process's not known)"), head
+
+
+async def test_processes_of_a_hung_collector_are_said_to_be_as_last_read() -> None:
+    # NVML hung in the driver: the agent keeps the collector's last list while the call hangs, and the node
+    # screen showed "4 on 4 GPUs, 55.6 GiB" as if current: a job that ended since was still listed, with no word.
+    from rigmon.schema import CollectorStatus
+
+    hung = CollectorStatus(state="hung", ok=False, error="no answer for 12.0 s")
+    frames = [replace(f, collectors={**f.collectors, "gpu_processes": hung}) for f in ddp_frames()]
+    app, fleet, _ = build([("v100", frames, 22)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        head = str(app.screen.query_one("#gpu-processes-head", Static).content)
+        assert "as last read: collector gpu_processes hung (no answer for 12.0 s)" in head, head

@@ -180,6 +180,11 @@ class GpuGroup(SourceGroup):
             count = len({p.pid for p in procs})
             text = Text.assemble(self.label("processes   "),
                                  f"{count} on {len(gpus)} GPU{'' if len(gpus) == 1 else 's'}{memory}")
+            if collector is not None and collector.state in ("hung", "error"):
+                # The agent keeps a hung call's last list (NVML stuck in the driver): not current, a job
+                # that ended since is still in it.
+                why = f" ({collector.error})" if collector.error else ""
+                text.append(f"; as last read: collector gpu_processes {collector.state}{why}", style=self.style_of("warn"))
             note = namespace_note(collector, procs)
             if note is None:
                 head.update(text)
