@@ -300,3 +300,17 @@ async def test_processes_of_a_hung_collector_are_said_to_be_as_last_read() -> No
         await open_node(app, next(iter(fleet.agents)), pilot)
         head = str(app.screen.query_one("#gpu-processes-head", Static).content)
         assert "as last read: collector gpu_processes hung (no answer for 12.0 s)" in head, head
+
+
+async def test_gpus_of_a_hung_gpu_collector_are_said_to_be_as_last_read() -> None:
+    # The same for the GPU table: NVML hung, the GPUs' last power, clocks and state shown as current.
+    from rigmon.schema import CollectorStatus
+
+    hung = CollectorStatus(state="hung", ok=False, error="no answer for 12.0 s")
+    frames = [replace(f, collectors={**f.collectors, "gpu": hung}) for f in ddp_frames()]
+    app, fleet, _ = build([("v100", frames, 22)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        body = text(app.screen.query_one("GpuGroup #body", Static).content, 196)  # type: ignore[arg-type]
+        assert "as last read: collector gpu hung (no answer for 12.0 s)" in body, body

@@ -93,6 +93,13 @@ class GpuGroup(SourceGroup):
             count.append("  ")
             count.append(f"{len(lost)} lost: " + ", ".join(f"GPU {g.index} ({g.pci_bus_id or fmt.MISSING})" for g in lost),
                          style=self.style_of("bad"))
+        for name in ("gpu", "amd_gpu"):
+            status = frame.collectors.get(name)
+            if status is not None and status.state in ("hung", "error") and (
+                    readings.gpus if name == "gpu" else readings.amd_gpus):
+                # The agent keeps a hung call's last readings (NVML stuck in the driver): not current.
+                why = f" ({status.error})" if status.error else ""
+                count.append(f"  as last read: collector {name} {status.state}{why}", style=self.style_of("warn"))
         parts.append(count)
         errors = [e for e in map(bus_errors, readings.gpus) if e]
         if errors:
