@@ -152,6 +152,32 @@ def test_reads_user_command_memory_util_and_start_time(node: tuple[Tree, FakeNvm
     assert reading.in_namespace and reading.gpu_uuid == machine.gpus[0].uuid
 
 
+def test_a_process_that_stopped_using_its_gpu_loses_its_old_utilisation(node: tuple[Tree, FakeNvmlMachine]) -> None:
+    # NVML samples a process's utilisation only while it runs on the GPU: one that went idle (training done,
+    # the script waiting with its memory held) gave no new sample, and its last one (97 %) stayed on screen
+    # beside a GPU at 0 %, as nvidia-smi pmon says "-" for it.
+    tree, machine = node
+    _proc(tree, 4242)
+    machine.gpus[0].processes = [FakeGpuProcess(4242, 15 * 1024**3, sm_pct=97, mem_pct=40)]
+    machine.gpus[0].process_sample_us = 10
+    clock = StepClock()
+    collector = _collector(HostRoot(tree.root), clock)
+    try:
+        (first,), _ = _split(collector.collect())
+        clock.t_s += 5.0  # no new sample yet: a sampling period may be longer than a poll
+        (soon,), _ = _split(collector.collect())
+        clock.t_s += 10.0
+        (idle,), _ = _split(collector.collect())
+        machine.gpus[0].process_sample_us = 20  # it runs again
+        clock.t_s += 1.0
+        (again,), _ = _split(collector.collect())
+    finally:
+        collector.close()
+    assert (first.util_pct, soon.util_pct) == (97.0, 97.0)
+    assert (idle.util_pct, idle.mem_util_pct, idle.gpu_mem_bytes) == (None, None, 15 * 1024**3)
+    assert again.util_pct == 97.0
+
+
 def test_container_process_without_a_visible_pid_shows_what_nvml_gives(node: tuple[Tree, FakeNvmlMachine]) -> None:
     tree, machine = node
     machine.gpus[2].processes = [FakeGpuProcess(88123, 8 * 1024**3)]
