@@ -20,6 +20,7 @@ from rigmon.tui.format import MISSING
 from rigmon.tui.widgets.event_list import EventList
 from rigmon.tui.widgets.gpu_process_table import (
     NOT_VISIBLE,
+    NOT_VISIBLE_HOST,
     OTHER_NAMESPACE_NOTE,
     GpuProcessTable,
 )
@@ -207,8 +208,11 @@ async def test_the_readings_say_the_agent_is_in_another_pid_namespace_whatever_i
             commands = [str(procs.get_row(key)[-1]) for key in procs.rows]
             head = app.screen.query_one("#gpu-processes-head", Static)
             said = " ".join(" ".join(strip.text for strip in head.render_lines(head.region.reset_offset)).split())
-            assert commands == ([MISSING] if said_once else [NOT_VISIBLE]) * 3, commands
+            # An agent in the host's namespace that cannot see a PID: hidepid, or the process just exited. The
+            # cell said "(not in the agent's PID namespace)", sending the operator to --pid=host for nothing.
+            assert commands == ([MISSING] if said_once else [NOT_VISIBLE_HOST]) * 3, commands
             assert (OTHER_NAMESPACE_NOTE in said) is said_once, said
+            assert "PID namespace" not in NOT_VISIBLE_HOST + NOT_VISIBLE
 
 
 async def test_the_processes_line_and_the_rows_are_of_the_same_frame() -> None:

@@ -33,8 +33,13 @@ OPTIONAL = frozenset({"running"})
 #: name): the command, then the user, each to at least this many cells. Rows then grow a line rather than
 #: run past the box's edge, where an 80-column terminal cut them off.
 WRAPPING: tuple[tuple[str, int], ...] = (("command", 16), ("user", 8))
-#: What the command cell says of a PID the agent's /proc does not show.
-NOT_VISIBLE = "(not in the agent's PID namespace)"
+#: What the command cell says of a PID the agent's /proc does not show (an agent that does not say in which
+#: PID namespace it runs: an older one).
+NOT_VISIBLE = "(not in the agent's /proc)"
+#: The same from an agent in the host's PID namespace (``agent_other_pid_ns`` false), which every PID is in:
+#: its /proc hides the process (mounted with ``hidepid``, an agent not allowed to see other users'), or it
+#: has just exited. Not "another PID namespace", which would send the operator to ``--pid=host`` for nothing.
+NOT_VISIBLE_HOST = "(not in the agent's /proc: hidden by hidepid, or exited)"
 #: The words ``agent in another PID namespace`` in the ``gpu_processes`` collector's status (its
 #: ``status_note``: the agent's /proc is not the host's PID namespace, whose PIDs NVML gives, so it
 #: looks none of them up): how agents older than the readings' ``agent_other_pid_ns`` say it, read
@@ -164,7 +169,8 @@ class GpuProcessTable(DataTable[RenderableType]):
         if not proc.in_namespace:
             # An agent in another PID namespace looks up no NVIDIA PID: not this process's doing.
             said = self.other_namespace and proc.vendor == "nvidia"
-            command = Text(fmt.MISSING if said else NOT_VISIBLE, style=muted)
+            hidden = NOT_VISIBLE_HOST if proc.agent_other_pid_ns is False else NOT_VISIBLE
+            command = Text(fmt.MISSING if said else hidden, style=muted)
         else:
             command = plain((proc.cmdline or proc.command) if self._full else proc.command, style)
         return {
