@@ -140,3 +140,10 @@ def test_a_guard_that_does_not_act_says_it_would_cap_not_that_it_capped() -> Non
     left = replace(dry, left_behind=True)
     assert "would" not in guard_text(left) and "nothing changed" not in guard_text(left)
     assert "would" not in guard_text(ENGAGED)
+
+
+def test_a_guard_held_before_it_engaged_says_what_the_hold_means() -> None:
+    # `g` on an armed guard: the line said only "guard held (enforce)", as if caps were held.
+    held = GuardReading("enforce", True, "held", 0, actions_last_hour=0, max_actions_per_hour=6)
+    assert guard_text(held).startswith("guard held (enforce): nothing capped; caps it takes on a sag stay until "
+                                       "released")

@@ -33,6 +33,9 @@ def guard_text(guard: GuardReading) -> str:
                 + _after_failed_restore(guard))
     elif guard.step == 0:
         head = f"guard {guard.state} ({mode})"
+        if guard.state == "held":
+            # Held before anything was capped: the hold applies to the caps it takes next.
+            head += ": nothing capped; caps it takes on a sag stay until released"
         if guard.state == "released" and guard.released_until is not None:
             # An operator's release keeps the guard away for restore_after_s, sags or not: say until when.
             head += f": does not engage again before {_utc(guard.released_until)} UTC, whatever the rail does"
