@@ -161,7 +161,7 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
             steps.append(Step(event.at, "info", event.message, event.subject, kind="mark"))
         elif event.kind in _GUARD_AFTER_KINDS:
             if any(s.kind in _GUARD_CAP_KINDS for s in steps):
-                steps.append(Step(event.at, "info", event.message, event.subject, kind=event.kind))
+                steps.append(Step(event.at, "info", _without_settings(event), event.subject, kind=event.kind))
         elif event.kind in _JOB_KINDS:
             if notable_event(event):
                 steps.append(Step(event.at, _level(event.severity), event.message, event.subject, kind=event.kind))
@@ -173,6 +173,8 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
             text = event.message
             if event.kind == _HOT_DRIVE[0]:
                 text = _hot_drive_text(event)
+            elif event.kind in _GUARD_CAP_KINDS:
+                text = _without_settings(event)
             elif event.kind == "gpu_lost":
                 index = event.data.get("gpu_index")
                 text = f"GPU {index} lost" if index is not None else event.message.split(":")[0]
@@ -201,6 +203,16 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
                              and st.level != "info" else st for st in steps]
                 steps.append(Step(now_at, "warn", text, problem.subject))
     return _advice_once(_with_context_marks(_fold_repeats(_join_twins(steps)), limit))
+
+
+def _without_settings(event: Event) -> str:
+    """A guard event's message without the settings it left each GPU with (``: gpu0 877/1005 MHz 300 W;
+    gpu1 ...``, its ``data.after``): the guard's line and the event list say them; at 80 columns they took
+    three lines of the step."""
+    after = event.data.get("after")
+    if not isinstance(after, str) or not after:
+        return event.message
+    return event.message.replace(f": {after}", "", 1)
 
 
 def _hot_drive_text(event: Event) -> str:

@@ -373,5 +373,14 @@ def test_the_guards_release_and_restore_follow_its_engage() -> None:
         ("warn", "guard capped GPUs 0,1,2,3 (step 1, application clocks)"),
         ("info", "guard held by root: settings stay until released"),
         ("info", "guard restored GPUs 0,1,2,3 (released by root)"), ("bad", "GPU 3 is lost")]
+    # The settings each GPU was left with are the guard line's and the event list's: at 80 columns they took
+    # three of the step's five lines ("gpu0 877/1005 MHz 300 W; gpu1 877/1005 MHz 300 W; ...").
+    after = "gpu0 877/1005 MHz 300 W; gpu1 877/1005 MHz 300 W"
+    capped = replace(events[0], message=f"{events[0].message} because rail minimum 11.255 V below 11.5 V: {after}"
+                                        " [dry-run: nothing was changed]", data={"after": after})
+    restored = replace(events[2], message=f"{events[2].message}: {after}", data={"after": after})
+    assert [s.text for s in timeline([capped, restored])] == [
+        ("guard capped GPUs 0,1,2,3 (step 1, application clocks) because rail minimum 11.255 V below 11.5 V "
+         "[dry-run: nothing was changed]"), "guard restored GPUs 0,1,2,3 (released by root)"]
     # A guard that never capped anything in the timeline's events is no step of it.
     assert [s.text for s in timeline(events[1:])] == ["GPU 3 is lost"]
