@@ -283,16 +283,17 @@ def keep_events(events: Sequence[Event], most: int) -> tuple[Event, ...]:
     """The ``most`` of ``events`` that matter most, oldest first (all of them when they are fewer).
 
     Severity first (`SEVERITY_RANK`: critical, then warning, then the job's marks and other info
-    events), then closeness to the incident's start (the first critical or warning event; without
-    one, the first event): the rail alarms, the Xid and the lost GPU that began an incident, not
-    its aftermath, and the marks saying what the job was doing then. On a tie the earlier event.
+    events), then closeness to the incident's start (the first critical or warning event): the rail
+    alarms, the Xid and the lost GPU that began an incident, not its aftermath, and the marks saying
+    what the job was doing then. Without an incident, the newest events: a healthy run's latest marks
+    (where the job is now, the one just put among them). On a tie the earlier event.
     """
     if len(events) <= most:
         return tuple(sorted(events, key=lambda e: e.at))
     if most <= 0:
         return ()
     trouble = [e.at for e in events if e.severity in SEVERITY_RANK]
-    start = min(trouble) if trouble else min(e.at for e in events)
+    start = min(trouble) if trouble else max(e.at for e in events)
     ranked = sorted(range(len(events)), key=lambda i: (SEVERITY_RANK.get(events[i].severity, len(SEVERITY_RANK)),
                                                       abs(events[i].at - start), events[i].at, i))
     return tuple(events[i] for i in sorted(ranked[:most], key=lambda i: (events[i].at, i)))

@@ -51,6 +51,10 @@ _QUIET_KINDS = {"alarm_pending", "alarm_acknowledged", "agent_started", "agent_s
 #: Events of a job's processes on a GPU: what ran there, not the GPU's own trouble (no alarm's
 #: twin, never one line with a GPU's step).
 _JOB_KINDS = {"gpu_process_started", "gpu_process_exited", "gpu_process_released", "gpu_process_left"}
+#: The undervolt guard capping GPUs (warnings), and what ends or keeps those caps (info: an operator's hold,
+#: a restore): after a cap, the caps coming off is the incident's story (a GPU lost after a release).
+_GUARD_CAP_KINDS = {"guard_engaged", "guard_step", "guard_extended"}
+_GUARD_AFTER_KINDS = {"guard_held", "guard_restored"}
 
 
 def _level(severity: str) -> Level:
@@ -99,7 +103,7 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
     worse severity. Informational events are left out except alarm resolutions, job marks
     (``mark``) and a process's exit (or its leaving the GPU, unseen by the agent) that followed
     hardware trouble (``after_event``: its exit code is seldom seen, torchrun reaps its workers at
-    once), shown plainly. A GPU loss names the rail sag before it. Advice is said once (`_advice_once`).
+    once), shown plainly, and after the guard capped GPUs, its hold and restore (`_GUARD_AFTER_KINDS`). A GPU loss names the rail sag before it. Advice is said once (`_advice_once`).
 
     Args:
         events: the node's events, oldest first (Xids of several sources already merged).
@@ -155,6 +159,9 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
             steps.append(Step(event.at, "info", "resolved: " + text, event.subject, rule))
         elif event.kind == "mark":
             steps.append(Step(event.at, "info", event.message, event.subject, kind="mark"))
+        elif event.kind in _GUARD_AFTER_KINDS:
+            if any(s.kind in _GUARD_CAP_KINDS for s in steps):
+                steps.append(Step(event.at, "info", _without_settings(event), event.subject, kind=event.kind))
         elif event.kind in _JOB_KINDS:
             if notable_event(event):
                 steps.append(Step(event.at, _level(event.severity), event.message, event.subject, kind=event.kind))
@@ -166,6 +173,8 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
             text = event.message
             if event.kind == _HOT_DRIVE[0]:
                 text = _hot_drive_text(event)
+            elif event.kind in _GUARD_CAP_KINDS:
+                text = _without_settings(event)
             elif event.kind == "gpu_lost":
                 index = event.data.get("gpu_index")
                 text = f"GPU {index} lost" if index is not None else event.message.split(":")[0]
@@ -194,6 +203,16 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
                              and st.level != "info" else st for st in steps]
                 steps.append(Step(now_at, "warn", text, problem.subject))
     return _advice_once(_with_context_marks(_fold_repeats(_join_twins(steps)), limit))
+
+
+def _without_settings(event: Event) -> str:
+    """A guard event's message without the settings it left each GPU with (``: gpu0 877/1005 MHz 300 W;
+    gpu1 ...``, its ``data.after``): the guard's line and the event list say them; at 80 columns they took
+    three lines of the step."""
+    after = event.data.get("after")
+    if not isinstance(after, str) or not after:
+        return event.message
+    return event.message.replace(f": {after}", "", 1)
 
 
 def _hot_drive_text(event: Event) -> str:

@@ -61,6 +61,11 @@ AMD_VENDOR = "0x1002"
 FD_RESCAN_S = 10.0
 #: Nanoseconds in a second (DRM fdinfo engine times are in ns).
 NANO = 1e9
+#: Seconds without a new NVML utilisation sample after which a process's last one is no longer its
+#: utilisation: NVML samples a process only while it runs on the GPU, so one gone idle (training done,
+#: memory still held) gives none, and its last figure would stay (nvidia-smi pmon shows "-" for it).
+#: Well above a sampling period, so a sample that comes a poll late keeps the figure.
+UTIL_STALE_S = 10.0
 
 
 Key = tuple[str, int, int]
@@ -99,6 +104,8 @@ class GpuProcessCollector:
         self._known: dict[Key, GpuProcessReading] | None = None
         self._util_since: dict[int, int] = {}
         self._utils: dict[tuple[int, int], tuple[float | None, float | None]] = {}
+        #: When (monotonic seconds) each process's newest utilisation sample came.
+        self._util_at: dict[tuple[int, int], float] = {}
         self._rates = CounterRates()
         self._drm_fds: dict[int, tuple[str, ...]] = {}
         self._scanned_at: dict[int, float] = {}
@@ -241,14 +248,19 @@ class GpuProcessCollector:
 
     def _nvidia_readings(self, gpu: NvmlGpuProcesses, index: int, boot_at: float | None,
                          users: dict[int, str]) -> Iterable[GpuProcessReading]:
+        now_s = self.clock.monotonic()
         for sample in gpu.utils:
             self._utils[(index, sample.pid)] = (
                 None if sample.sm_pct is None else float(sample.sm_pct),
                 None if sample.mem_pct is None else float(sample.mem_pct),
             )
+            self._util_at[(index, sample.pid)] = now_s
         pids = {p.pid for p in gpu.processes}
-        for stale in [k for k in self._utils if k[0] == index and k[1] not in pids]:
+        for stale in [k for k in self._utils if k[0] == index
+                      and (k[1] not in pids or now_s - self._util_at.get(k, now_s) > UTIL_STALE_S)]:
+            # Gone from the GPU, or no sample for a while: idle on it, its last figure no longer true.
             del self._utils[stale]
+            self._util_at.pop(stale, None)
         # Said in each reading as well as in `status_note`'s words: the dashboard reads the reading.
         other_ns = self._procs.foreign_pid_ns is not None
         for proc in gpu.processes:

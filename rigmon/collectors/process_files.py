@@ -130,21 +130,42 @@ def parse_cmdline(raw: bytes) -> tuple[str, ...]:
     return tuple(arg for arg in text.split("\0") if arg) if text else ()
 
 
+#: The Python interpreter's options that take their value as the next argument (``python3 -X faulthandler
+#: train.py``); ``-m`` and ``-c`` end the options.
+PYTHON_VALUE_OPTIONS = frozenset({"-W", "-X", "--check-hash-based-pycs"})
+#: Longest first statement of ``python -c CODE`` kept in the short command.
+MAX_CODE_CHARS = 32
+
+
 def short_command(argv: Sequence[str]) -> str | None:
     """The program without its directory and what it runs: ``python3 train.py``, ``python3 -m vllm.entrypoints``.
 
     Interpreters' options are left out (the full command line is kept beside it); the first
-    non-option argument (a script, shown without its directory) or ``-m module`` ends it.
+    non-option argument (a script, shown without its directory) or ``-m module`` ends it; for Python,
+    ``-c`` ends it too with the code's first statement (``python -c import torch``; a multiprocessing
+    spawn worker is ``python3 (multiprocessing worker)``), and the value of ``-X``/``-W`` is no script.
     """
     if not argv:
         return None
     words = [os.path.basename(argv[0]) or argv[0]]
+    python = words[0].startswith("python")
     args = list(argv[1:])
     while args:
         arg = args.pop(0)
         if arg == "-m" and args:
             words += ["-m", args[0]]
             break
+        if python and arg == "-c":
+            # python -c 'import torch; ...': the program is the code, not a script's name; its first statement
+            # says what it is. torch.multiprocessing.spawn's workers run multiprocessing's code.
+            if "--multiprocessing-fork" in args:
+                return f"{words[0]} (multiprocessing worker)"
+            first = args[0].strip().split(";")[0].strip() if args else ""
+            words += ["-c", first if len(first) <= MAX_CODE_CHARS else first[: MAX_CODE_CHARS - 1] + "…"]
+            break
+        if python and arg in PYTHON_VALUE_OPTIONS and args:
+            args.pop(0)  # -X faulthandler, -W ignore: the option's value, not the script
+            continue
         if not arg.startswith("-"):
             words.append(os.path.basename(arg.rstrip("/")) or arg)
             break

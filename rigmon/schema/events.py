@@ -94,7 +94,7 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
                              "path_resistance": "number", "dropped": "number"},
     "alarm_state_ignored": {},
     "alarm_state_save_failed": {},
-    "guard_engaged": {**_GUARD_CAP, "left_behind": "bool"},
+    "guard_engaged": {**_GUARD_CAP, "left_behind": "bool", "held": "bool"},
     "guard_step": _GUARD_CAP,
     # A GPU that (re)appeared while the guard is engaged, given the steps in force.
     "guard_extended": _GUARD_CAP,

@@ -70,3 +70,14 @@ def test_caps_a_guard_left_in_force_are_said(tmp_path: Path) -> None:
                            "gpu1 877/1005 MHz, originals gpu0 877/1312 MHz; gpu1 877/1312 MHz")
     state_file_path(state).write_text("{")
     assert "cannot be read" in guard_line(cfg, GuardAccess())
+
+
+def test_caps_an_operator_held_are_said_to_stay_until_released(tmp_path: Path) -> None:
+    # The check said "the agent restores them once the rail is healthy" of caps an operator held (kept until released).
+    state = tmp_path / "state"
+    write_state(state_file_path(state), SavedSettings(
+        step=1, gpus=(0,), original=(GuardGpuSettings(0, 877, 1312),), in_force=(GuardGpuSettings(0, 877, 1005),),
+        original_persistence={}, held=True))
+    cfg = AgentConfig(agent=AgentSection(node="n", root=str(tmp_path), state_dir=str(state)))
+    text = guard_line(cfg, GuardAccess())
+    assert "held by an operator: they stay until released" in text and "restores them once" not in text

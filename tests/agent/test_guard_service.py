@@ -134,6 +134,20 @@ async def test_settings_the_gpus_refuse_are_reported_at_start(tmp_path: Path, ma
         await asyncio.to_thread(service.close)
 
 
+async def test_a_throttle_trigger_for_more_gpus_than_the_node_has_is_reported_at_start(
+        tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    # throttle_gpus = 8 in a [guard] shared with 8-GPU nodes, on this 4-GPU one: the trigger could never fire,
+    # and nothing said so; the operator counted on it.
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", throttle_gpus=len(machine.gpus) + 4)
+    with serving(tmp_path / "root", machine):
+        service = await started(tmp_path, config, events, clock)
+        [(kind, message, _)] = events.items
+        assert kind == "guard_failed" and "does not fit" in message
+        assert f"throttle_gpus {len(machine.gpus) + 4}: this node has {len(machine.gpus)} GPUs" in message
+        await asyncio.to_thread(service.close)
+
+
 async def test_a_driver_loaded_after_the_agent_started_lets_the_guard_act(tmp_path: Path,
                                                                          machine: FakeNvmlMachine) -> None:
     # At boot the agent may start before the nvidia module is loaded: not a reason to stay in dry-run.

@@ -161,3 +161,35 @@ def test_a_save_never_makes_the_directories_above_the_state_directory(tmp_path: 
     (tmp_path / "gone").mkdir()
     write_state(path, saved)  # the state directory itself is made when its parent is there
     assert path.exists()
+
+
+async def test_an_operators_hold_outlives_a_killed_agent(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    # Held ("keep the caps until I release them"), then the agent is killed (OOM, a crash; systemd starts it
+    # again): the next run took the caps for left behind by an engaged guard and restored them once the rail
+    # read healthy, uncapping the GPUs on a rail the operator had chosen to keep capped.
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        first = await engaged(tmp_path, ENFORCE, events, clock)
+        first.command("hold", "alice")
+        await settle(first)
+        first.worker._executor.shutdown(wait=True)
+        assert json.loads(state_file_path(tmp_path / "state").read_text())["held"] is True
+
+        events2 = Events()
+        clock.t += 100
+        second = await started(tmp_path, ENFORCE, events2, clock)
+        kind, message, data = events2.items[0]
+        assert kind == "guard_engaged" and data["left_behind"] is True and data["held"] is True
+        assert "held by the operator: they stay until released" in message
+        assert second.reading().state == "held" and second.reading().left_behind
+        second.on_frame(frame(clock.t, 11.9))
+        clock.t += 400  # healthy far longer than restore_after_s
+        second.on_frame(frame(clock.t, 11.9))
+        await settle(second)
+        assert "guard_restored" not in events2.kinds()
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4
+        second.command("release", "alice")
+        await settle(second)
+        assert events2.kinds()[-1] == "guard_restored"
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+        await asyncio.to_thread(second.close)

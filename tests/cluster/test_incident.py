@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from msgspec.structs import replace
 
-from rigmon.cluster.incident import Problem, RailMemory, Sag, after_sag, joined, problems, reason, sag_before, timeline
+from rigmon.cluster.incident import (
+    Problem,
+    RailMemory,
+    Sag,
+    after_sag,
+    joined,
+    problems,
+    reason,
+    sag_before,
+    timeline,
+)
 from rigmon.cluster.node_store import NodeStore
 from rigmon.schema import Event
 from rigmon.tui.event_merge import merge_xid_events
@@ -356,3 +366,28 @@ def test_a_resolved_step_says_what_was_wrong_without_the_advice() -> None:
         "resolved: array md126 reads at 67 % of the fastest array loaded beside it (no longer reported)",
         key, "resolved: " + key]
     assert timeline([alarm(2, "resolved", "md_array_lagging", lag)])[0].text == "resolved: " + lag
+
+
+def test_the_guards_release_and_restore_follow_its_engage() -> None:
+    # undervolt-bus-drop-guarded, the operator pressing g then G: the timeline said "guard capped GPUs 0,1,2,3"
+    # and next "GPU 3 lost", as if the guard had failed; the release that took the caps off was not in it.
+    events = [_job_event(1, "guard_engaged", "warning", "guard capped GPUs 0,1,2,3 (step 1, application clocks)",
+                         "guard"),
+              _job_event(2, "guard_held", "info", "guard held by root: settings stay until released", "guard"),
+              _job_event(3, "guard_restored", "info", "guard restored GPUs 0,1,2,3 (released by root)", "guard"),
+              _job_event(4, "gpu_lost", "critical", "GPU 3 is lost")]
+    assert [(s.level, s.text) for s in timeline(events)] == [
+        ("warn", "guard capped GPUs 0,1,2,3 (step 1, application clocks)"),
+        ("info", "guard held by root: settings stay until released"),
+        ("info", "guard restored GPUs 0,1,2,3 (released by root)"), ("bad", "GPU 3 is lost")]
+    # The settings each GPU was left with are the guard line's and the event list's: at 80 columns they took
+    # three of the step's five lines ("gpu0 877/1005 MHz 300 W; gpu1 877/1005 MHz 300 W; ...").
+    after = "gpu0 877/1005 MHz 300 W; gpu1 877/1005 MHz 300 W"
+    capped = replace(events[0], message=f"{events[0].message} because rail minimum 11.255 V below 11.5 V: {after}"
+                                        " [dry-run: nothing was changed]", data={"after": after})
+    restored = replace(events[2], message=f"{events[2].message}: {after}", data={"after": after})
+    assert [s.text for s in timeline([capped, restored])] == [
+        ("guard capped GPUs 0,1,2,3 (step 1, application clocks) because rail minimum 11.255 V below 11.5 V "
+         "[dry-run: nothing was changed]"), "guard restored GPUs 0,1,2,3 (released by root)"]
+    # A guard that never capped anything in the timeline's events is no step of it.
+    assert [s.text for s in timeline(events[1:])] == ["GPU 3 is lost"]

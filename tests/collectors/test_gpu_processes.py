@@ -72,6 +72,16 @@ def test_small_parsers() -> None:
     (("/usr/bin/python3", "-m", "torch.distributed.run", "--nproc-per-node=4"), "python3 -m torch.distributed.run"),
     (("/home/a/llama.cpp/build/bin/llama-server", "-m", "/models/q.gguf"), "llama-server -m /models/q.gguf"),
     (("./a.out",), "a.out"),
+    # Python's options that take a value: the value is no script ("python3 faulthandler" before).
+    (("/opt/conda/bin/python3", "-X", "faulthandler", "-u", "train.py"), "python3 train.py"),
+    (("python3", "-W", "ignore::DeprecationWarning", "train.py"), "python3 train.py"),
+    (("python3", "-Wignore", "train.py"), "python3 train.py"),
+    (("python", "-c", "import torch; torch.cuda.init()"), "python -c import torch"),
+    (("python3", "-c", "import torch, os; x = torch.zeros(1, device='cuda'); os.system('sleep 100')"),
+     "python3 -c import torch, os"),
+    # torch.multiprocessing.spawn's DDP workers: the code is multiprocessing's, not the job's.
+    (("/usr/bin/python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)",
+      "--multiprocessing-fork"), "python3 (multiprocessing worker)"),
     ((), None),
 ])
 def test_short_command(argv: tuple[str, ...], short: str | None) -> None:
@@ -140,6 +150,32 @@ def test_reads_user_command_memory_util_and_start_time(node: tuple[Tree, FakeNvm
     assert (reading.gpu_mem_bytes, reading.util_pct, reading.mem_util_pct) == (15 * 1024**3, 97.0, 40.0)
     assert reading.started_at == 1_699_990_000 + 1234.0
     assert reading.in_namespace and reading.gpu_uuid == machine.gpus[0].uuid
+
+
+def test_a_process_that_stopped_using_its_gpu_loses_its_old_utilisation(node: tuple[Tree, FakeNvmlMachine]) -> None:
+    # NVML samples a process's utilisation only while it runs on the GPU: one that went idle (training done,
+    # the script waiting with its memory held) gave no new sample, and its last one (97 %) stayed on screen
+    # beside a GPU at 0 %, as nvidia-smi pmon says "-" for it.
+    tree, machine = node
+    _proc(tree, 4242)
+    machine.gpus[0].processes = [FakeGpuProcess(4242, 15 * 1024**3, sm_pct=97, mem_pct=40)]
+    machine.gpus[0].process_sample_us = 10
+    clock = StepClock()
+    collector = _collector(HostRoot(tree.root), clock)
+    try:
+        (first,), _ = _split(collector.collect())
+        clock.t_s += 5.0  # no new sample yet: a sampling period may be longer than a poll
+        (soon,), _ = _split(collector.collect())
+        clock.t_s += 10.0
+        (idle,), _ = _split(collector.collect())
+        machine.gpus[0].process_sample_us = 20  # it runs again
+        clock.t_s += 1.0
+        (again,), _ = _split(collector.collect())
+    finally:
+        collector.close()
+    assert (first.util_pct, soon.util_pct) == (97.0, 97.0)
+    assert (idle.util_pct, idle.mem_util_pct, idle.gpu_mem_bytes) == (None, None, 15 * 1024**3)
+    assert again.util_pct == 97.0
 
 
 def test_container_process_without_a_visible_pid_shows_what_nvml_gives(node: tuple[Tree, FakeNvmlMachine]) -> None:

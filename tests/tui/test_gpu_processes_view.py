@@ -18,9 +18,20 @@ from rigmon.sim.nvml import FakeGpuProcess, FakeNvmlMachine, serving, v100_sxm2_
 from rigmon.sim.tree import write_tree
 from rigmon.tui.format import MISSING
 from rigmon.tui.widgets.event_list import EventList
-from rigmon.tui.widgets.gpu_process_table import NOT_VISIBLE, OTHER_NAMESPACE_NOTE, GpuProcessTable
+from rigmon.tui.widgets.gpu_process_table import (
+    NOT_VISIBLE,
+    NOT_VISIBLE_HOST,
+    OTHER_NAMESPACE_NOTE,
+    GpuProcessTable,
+)
 from rigmon.tui.widgets.gpu_table import GpuTable, reason_parts, vram
-from tests.tui.snapshot_apps.recorded import MARK_SEQ, build, ddp_frames, open_node, settle
+from tests.tui.snapshot_apps.recorded import (
+    MARK_SEQ,
+    build,
+    ddp_frames,
+    open_node,
+    settle,
+)
 from tests.tui.test_sources import text
 
 
@@ -197,8 +208,11 @@ async def test_the_readings_say_the_agent_is_in_another_pid_namespace_whatever_i
             commands = [str(procs.get_row(key)[-1]) for key in procs.rows]
             head = app.screen.query_one("#gpu-processes-head", Static)
             said = " ".join(" ".join(strip.text for strip in head.render_lines(head.region.reset_offset)).split())
-            assert commands == ([MISSING] if said_once else [NOT_VISIBLE]) * 3, commands
+            # An agent in the host's namespace that cannot see a PID: hidepid, or the process just exited. The
+            # cell said "(not in the agent's PID namespace)", sending the operator to --pid=host for nothing.
+            assert commands == ([MISSING] if said_once else [NOT_VISIBLE_HOST]) * 3, commands
             assert (OTHER_NAMESPACE_NOTE in said) is said_once, said
+            assert "PID namespace" not in NOT_VISIBLE_HOST + NOT_VISIBLE
 
 
 async def test_the_processes_line_and_the_rows_are_of_the_same_frame() -> None:
@@ -234,3 +248,73 @@ async def test_the_processes_line_and_the_rows_are_of_the_same_frame() -> None:
         gpu_table = app.screen.query_one(GpuTable)
         assert [str(gpu_table.get_cell_at(Coordinate(i, gpu_table.get_column_index("vram"))))
                 for i in range(len(gpus))] == [vram(g.mem_used_bytes, g.mem_total_bytes) for g in gpus]
+
+
+async def test_at_80_columns_a_long_command_and_user_wrap_in_their_cells_instead_of_running_off_the_box() -> None:
+    # `python3 -m vllm.entrypoints.openai.api_server` by a long LDAP name: the table was 96 cells wide in a box
+    # of 72 at 80 columns, the command cut at the box's edge with no way to scroll to it.
+    from textual.geometry import Region
+
+    command = "python3 -m vllm.entrypoints.openai.api_server"
+    frames = []
+    for frame in ddp_frames():
+        procs = tuple(replace(p, user="christopher.montgomery", command=command)
+                      for p in frame.readings.gpu_processes)
+        frames.append(replace(frame, readings=replace(frame.readings, gpu_processes=procs)))
+    app, fleet, _ = build([("v100", frames, 22)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        procs = app.screen.query_one(GpuProcessTable)
+        await pilot.pause()
+        assert procs.virtual_size.width <= procs.size.width, (procs.virtual_size, procs.size)
+        lines = ["".join(s.text for s in strip).rstrip()
+                 for strip in procs.render_lines(Region(0, 0, procs.size.width, procs.virtual_size.height))]
+        # The first process's row: its command wrapped over three lines of its own column, the user whole.
+        at = lines[0].index("command")
+        assert " ".join(line[at:].strip() for line in lines[1:4]) == "python3 -m vllm.entrypoints.op enai.api_server"
+        assert lines[1].split()[:3] == ["0", "4242", "christopher.montgomery"], lines
+
+
+async def test_the_memory_total_says_how_many_processes_it_leaves_out() -> None:
+    # A worker hung on a lost GPU keeps its row with no memory figure: the line said "41.7 GiB of GPU memory"
+    # over four rows, as if the four held that together.
+    frames = []
+    for frame in ddp_frames():
+        procs = tuple(replace(p, gpu_mem_bytes=None) if p.pid == 4244 else p for p in frame.readings.gpu_processes)
+        frames.append(replace(frame, readings=replace(frame.readings, gpu_processes=procs)))
+    app, fleet, _ = build([("v100", frames, 22)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        head = str(app.screen.query_one("#gpu-processes-head", Static).content)
+        assert head.endswith("3 on 3 GPUs, 27.8 GiB of GPU memory (1 process's not known)"), head
+
+
+async def test_processes_of_a_hung_collector_are_said_to_be_as_last_read() -> None:
+    # NVML hung in the driver: the agent keeps the collector's last list while the call hangs, and the node
+    # screen showed "4 on 4 GPUs, 55.6 GiB" as if current: a job that ended since was still listed, with no word.
+    from rigmon.schema import CollectorStatus
+
+    hung = CollectorStatus(state="hung", ok=False, error="no answer for 12.0 s")
+    frames = [replace(f, collectors={**f.collectors, "gpu_processes": hung}) for f in ddp_frames()]
+    app, fleet, _ = build([("v100", frames, 22)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        head = str(app.screen.query_one("#gpu-processes-head", Static).content)
+        assert "as last read: collector gpu_processes hung (no answer for 12.0 s)" in head, head
+
+
+async def test_gpus_of_a_hung_gpu_collector_are_said_to_be_as_last_read() -> None:
+    # The same for the GPU table: NVML hung, the GPUs' last power, clocks and state shown as current.
+    from rigmon.schema import CollectorStatus
+
+    hung = CollectorStatus(state="hung", ok=False, error="no answer for 12.0 s")
+    frames = [replace(f, collectors={**f.collectors, "gpu": hung}) for f in ddp_frames()]
+    app, fleet, _ = build([("v100", frames, 22)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        body = text(app.screen.query_one("GpuGroup #body", Static).content, 196)  # type: ignore[arg-type]
+        assert "as last read: collector gpu hung (no answer for 12.0 s)" in body, body

@@ -116,3 +116,34 @@ def test_an_engaged_guard_that_cannot_read_the_rail_says_it_holds_the_caps() -> 
     since = time.strftime("%H:%M:%S", time.gmtime(at))
     assert f"at 877/1005 MHz; holding caps: rail not read since {since} UTC" in guard_text(blind)
     assert "holding caps" not in guard_text(replace(blind, state="held"))  # the operator's hold says enough
+
+
+def test_a_released_guard_says_until_when_it_stays_away() -> None:
+    # After `G` (or POST /v1/guard release) the guard does not engage again for restore_after_s: the line
+    # said only "guard released (enforce)" while the rail sagged and a GPU fell off the bus, the guard idle.
+    at = 1_700_000_000.0
+    released = GuardReading("enforce", True, "released", 0, released_until=at, actions_last_hour=2,
+                            max_actions_per_hour=6)
+    until = time.strftime("%H:%M:%S", time.gmtime(at))
+    assert guard_text(released).startswith(f"guard released (enforce): does not engage again before {until} UTC, "
+                                           "whatever the rail does")
+    assert "before" not in guard_text(replace(released, state="armed", released_until=None))
+
+
+def test_a_guard_that_does_not_act_says_it_would_cap_not_that_it_capped() -> None:
+    # In dry-run the line read "guard engaged (dry-run): step 1, application clocks on GPUs 0,1,2,3 at 877/1005 MHz"
+    # beside GPUs running at 1530 MHz: the events say "would cap", the line did not.
+    dry = replace(ENGAGED, mode="dry-run", acting=False)
+    assert guard_text(dry).startswith("guard engaged (dry-run): would take step 1, application clocks on GPUs "
+                                      "0,1,2,3 at 877/1005 MHz (nothing changed)")
+    # Caps a previous run left are really in force, acting or not.
+    left = replace(dry, left_behind=True)
+    assert "would" not in guard_text(left) and "nothing changed" not in guard_text(left)
+    assert "would" not in guard_text(ENGAGED)
+
+
+def test_a_guard_held_before_it_engaged_says_what_the_hold_means() -> None:
+    # `g` on an armed guard: the line said only "guard held (enforce)", as if caps were held.
+    held = GuardReading("enforce", True, "held", 0, actions_last_hour=0, max_actions_per_hour=6)
+    assert guard_text(held).startswith("guard held (enforce): nothing capped; caps it takes on a sag stay until "
+                                       "released")

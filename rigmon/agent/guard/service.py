@@ -145,6 +145,8 @@ class GuardService:
                 if not decisions and stuck:
                     decisions = [Decision("restore", 0, None, f"released by {by}", stuck, retry=True)]
         if action == "hold":
+            # Kept in the state file: a hold outlives a killed agent (the next run does not restore).
+            self.store.save()
             # Its own kind (before: ``guard_step`` with ``command: hold``, as older journals hold it):
             # a hold takes no step, and a rule on ``guard_step`` means the guard capped further.
             sh.event("guard_held", "info", f"guard held by {by}: settings stay until released",

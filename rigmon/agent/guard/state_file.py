@@ -38,7 +38,8 @@ class SavedSettings(msgspec.Struct, frozen=True, gc=False):
     """What the state file holds.
 
     ``trigger``, ``engaged_at``, ``node`` and ``saved_at`` are read as the file has them,
-    unchecked: they only go into messages and the restored state's ``engaged_at``.
+    unchecked: they only go into messages and the restored state's ``engaged_at``. ``held``: an
+    operator held the guard (no automatic restore until released), which the next run keeps.
     """
 
     step: int
@@ -50,6 +51,7 @@ class SavedSettings(msgspec.Struct, frozen=True, gc=False):
     engaged_at: float | None = None
     node: str = ""
     saved_at: float | None = None
+    held: bool = False
 
 
 def write_state(path: Path, saved: SavedSettings) -> None:
@@ -64,6 +66,7 @@ def write_state(path: Path, saved: SavedSettings) -> None:
         "original": [to_data(o) for o in saved.original],
         "in_force": [to_data(o) for o in saved.in_force],
         "original_persistence": {str(k): v for k, v in saved.original_persistence.items()},
+        "held": saved.held,
     }
     tmp = path.with_suffix(".tmp")
     path.parent.mkdir(exist_ok=True)  # the state directory, never those above it (as the journal's)
@@ -86,7 +89,8 @@ def read_state(path: Path) -> SavedSettings:
     persistence = {int(k): v for k, v in dict(data.get("original_persistence", {})).items()}
     return SavedSettings(step=step, gpus=gpus, original=original, in_force=in_force,
                          original_persistence=persistence, trigger=data.get("trigger"),
-                         engaged_at=data.get("engaged_at"), node=data.get("node", ""), saved_at=data.get("saved_at"))
+                         engaged_at=data.get("engaged_at"), node=data.get("node", ""), saved_at=data.get("saved_at"),
+                         held=data.get("held") is True)
 
 
 def report_left_behind_when_disabled(state_dir: str, emit: EmitFn) -> bool:
@@ -126,6 +130,8 @@ def state_file_note(state_dir: str) -> str | None:
     except STATE_FILE_ERRORS as exc:
         return (f"{path} cannot be read ({exc}): GPU settings an agent's guard changed are unknown; check the "
                 "GPUs (nvidia-smi -q -d CLOCK,POWER)")
+    when = ("held by an operator: they stay until released (POST /v1/guard release)" if saved.held else
+            "the agent restores them once the rail is healthy")
     return (f"caps in force on GPUs {','.join(map(str, saved.gpus))} ({path}): {describe(saved.in_force)}, "
-            f"originals {describe(saved.original)}; the agent restores them once the rail is healthy "
+            f"originals {describe(saved.original)}; {when} "
             "(or reset them by hand: nvidia-smi -rac; -rgc; -pl with the default limit)")

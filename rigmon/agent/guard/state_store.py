@@ -44,7 +44,7 @@ class GuardStateStore:
                 node=sh.node, saved_at=sh.clock.time(), step=s.step, trigger=s.trigger, engaged_at=s.engaged_at,
                 gpus=tuple(s.gpus), original=tuple(sh.original[i] for i in sorted(sh.original)),
                 in_force=tuple(sh.in_force[i] for i in sorted(sh.in_force)),
-                original_persistence=dict(sh.original_persistence),
+                original_persistence=dict(sh.original_persistence), held=s.held,
             )
         try:
             write_state(sh.path, saved)
@@ -93,12 +93,15 @@ class GuardStateStore:
             sh.left_behind = True
             if sh.config.mode == "enforce":
                 sh.changed = {o.index for o in in_force}
+            # An operator's hold outlives the run that took it: no automatic restore until released.
             sh.state = GuardState(step=max(1, step), trigger=f"left behind by a previous run: {saved.trigger}",
                                   engaged_at=saved.engaged_at, last_step_at=now, last_trigger_at=now,
-                                  gpus=gpus)
+                                  gpus=gpus, held=saved.held)
         message = (f"guard found settings a previous agent run left in place on GPUs "
                    f"{','.join(map(str, gpus))}: {describe(in_force)} (originals {describe(original)}); "
-                   + (f"they are restored after the rail is healthy for {sh.config.restore_after_s:g} s"
+                   + ("held by the operator: they stay until released (POST /v1/guard {\"action\": \"release\"})"
+                      if saved.held and sh.config.mode == "enforce" else
+                      f"they are restored after the rail is healthy for {sh.config.restore_after_s:g} s"
                       if sh.config.mode == "enforce" else
                       f"the guard is in dry-run and does not restore them: set mode = \"enforce\", or reset "
                       f"them by hand (nvidia-smi -rac; -rgc; -pl with the default limit) and remove {sh.path}"))
@@ -106,5 +109,5 @@ class GuardStateStore:
         sh.event("guard_engaged", "warning", message, {
             "left_behind": True, "step": step, "gpus": ",".join(map(str, gpus)),
             "before": describe(original), "after": describe(in_force), "mode": sh.config.mode,
-            "trigger": str(saved.trigger),
+            "trigger": str(saved.trigger), "held": saved.held,
         })

@@ -79,6 +79,10 @@ def check_fit(sh: GuardShared, count: int) -> None:
     missing = [i for i in sh.config.gpus if i >= count]
     if missing:
         problems.append(f"gpus: {', '.join(map(str, missing))} not on this node (NVML lists {count})")
+    if sh.config.throttle_gpus > count:
+        # Every GPU present counts towards it: more than there are can never throttle at once.
+        problems.append(f"throttle_gpus {sh.config.throttle_gpus}: this node has {count} GPUs, so hardware "
+                        "slowdown never engages the guard here")
     for index in [i for i in sh.config.gpus or range(count) if i < count]:
         try:
             now = control.read(index)
@@ -101,5 +105,7 @@ def check_fit(sh: GuardShared, count: int) -> None:
                             f"{high / 1000:g} W: the step sets at most {high / 1000:g} W")
     if problems:
         message = f"guard: [guard] does not fit this node; those steps will fail: {'; '.join(problems)}"
+        if all(p.startswith("throttle_gpus") for p in problems):
+            message = f"guard: [guard] does not fit this node: {'; '.join(problems)}"
         log.warning("%s", message)
         sh.event("guard_failed", "warning", message, {"mode": sh.config.mode})

@@ -117,6 +117,34 @@ the last 60 s beside its trend; the newest ADC window's figures are *mean now* a
 Under an md array each member shows its slot, `nvme0n1[0]`, or where md gives it none (a spare,
 a faulty member) its device number in the superblock, `sdb2 #2` (mdstat's `[2]`): not a slot.
 
+## GPUs, processes and the guard
+
+The GPU table's *throttle* column (folded under the table at 80 columns) names why a GPU runs
+below its top clock, as NVML reports it:
+
+- *HW power brake* (red): the board's power-brake input is asserted; on an SXM2 server, the 12 V
+  rail sagging under it (incident 1: the GPU may fall off the bus next)
+- *HW slowdown* (red): the board's own emergency slowdown (power brake, over-temperature or a
+  sagging supply): look at the rail and the temperatures
+- *HW thermal* / *SW thermal*: the hardware limit or the driver's temperature target holds the
+  clocks down: cooling
+- *SW power cap*: the driver holds the board at its power limit; normal at full load
+- *app clocks*: held at the application clocks (`nvidia-smi -ac`, or the undervolt guard's cap)
+- *board limit*, *reliability*: the board's own limits (newer GPUs)
+- *sync boost*: held to the slowest GPU of its sync-boost group; *display clocks*: held by the
+  display clock setting; *idle*: nothing to run
+- *other* with a mask (`other 0x1004`): a bit rigmon does not know; look it up in NVML's
+  clock event reasons
+
+Under the table, the processes on each GPU: PID, user, GPU memory, SM use, how long it has run and
+its command; the line above them counts them and the GPU memory their rows hold (a row without a
+figure, such as a worker hung on a lost GPU, is counted apart). A job's marks (`rigmon mark
+"epoch 3 checkpoint"`) are in the incident, the events and the history chart.
+
+The guard's line says what the undervolt guard does to the GPUs: engaged at a step (the cluster row
+marks it `G1`, `g1` in dry-run, `G1h` held), what it *would take* when it does not act (dry-run,
+no permission), and, once an operator released it, until when it does not engage again.
+
 ## Node states
 
 *live*: frames keep arriving. *stale*: the last frame is older than

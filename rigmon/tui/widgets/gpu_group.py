@@ -93,6 +93,13 @@ class GpuGroup(SourceGroup):
             count.append("  ")
             count.append(f"{len(lost)} lost: " + ", ".join(f"GPU {g.index} ({g.pci_bus_id or fmt.MISSING})" for g in lost),
                          style=self.style_of("bad"))
+        for name in ("gpu", "amd_gpu"):
+            status = frame.collectors.get(name)
+            if status is not None and status.state in ("hung", "error") and (
+                    readings.gpus if name == "gpu" else readings.amd_gpus):
+                # The agent keeps a hung call's last readings (NVML stuck in the driver): not current.
+                why = f" ({status.error})" if status.error else ""
+                count.append(f"  as last read: collector {name} {status.state}{why}", style=self.style_of("warn"))
         parts.append(count)
         errors = [e for e in map(bus_errors, readings.gpus) if e]
         if errors:
@@ -171,10 +178,20 @@ class GpuGroup(SourceGroup):
             gpus = {(p.vendor, p.gpu_index, p.pci_bus_id) for p in procs}
             held = gpu_memory_held(readings) if readings is not None else None
             memory = f", {fmt.size(held)} of GPU memory" if held is not None else ""
+            # A process with no figure (hung on a lost GPU, NVML not answering) is not in the total: say so.
+            unknown = sum(p.gpu_mem_bytes is None for p in procs)
+            if memory and unknown:
+                whose = "process's" if unknown == 1 else "processes'"
+                memory += f" ({unknown} {whose} not known)"
             # A process on two GPUs has a row under each: it is one process.
             count = len({p.pid for p in procs})
             text = Text.assemble(self.label("processes   "),
                                  f"{count} on {len(gpus)} GPU{'' if len(gpus) == 1 else 's'}{memory}")
+            if collector is not None and collector.state in ("hung", "error"):
+                # The agent keeps a hung call's last list (NVML stuck in the driver): not current, a job
+                # that ended since is still in it.
+                why = f" ({collector.error})" if collector.error else ""
+                text.append(f"; as last read: collector gpu_processes {collector.state}{why}", style=self.style_of("warn"))
             note = namespace_note(collector, procs)
             if note is None:
                 head.update(text)

@@ -28,8 +28,18 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 #: Left out when the table does not fit its box even with the short command (an 80-column terminal).
 OPTIONAL = frozenset({"running"})
-#: What the command cell says of a PID the agent's /proc does not show.
-NOT_VISIBLE = "(not in the agent's PID namespace)"
+#: Columns that wrap, narrowest last, when the table does not fit its box even without the `OPTIONAL`
+#: ones (a long short command such as ``python3 -m vllm.entrypoints.openai.api_server``, a long user
+#: name): the command, then the user, each to at least this many cells. Rows then grow a line rather than
+#: run past the box's edge, where an 80-column terminal cut them off.
+WRAPPING: tuple[tuple[str, int], ...] = (("command", 16), ("user", 8))
+#: What the command cell says of a PID the agent's /proc does not show (an agent that does not say in which
+#: PID namespace it runs: an older one).
+NOT_VISIBLE = "(not in the agent's /proc)"
+#: The same from an agent in the host's PID namespace (``agent_other_pid_ns`` false), which every PID is in:
+#: its /proc hides the process (mounted with ``hidepid``, an agent not allowed to see other users'), or it
+#: has just exited. Not "another PID namespace", which would send the operator to ``--pid=host`` for nothing.
+NOT_VISIBLE_HOST = "(not in the agent's /proc: hidden by hidepid, or exited)"
 #: The words ``agent in another PID namespace`` in the ``gpu_processes`` collector's status (its
 #: ``status_note``: the agent's /proc is not the host's PID namespace, whose PIDs NVML gives, so it
 #: looks none of them up): how agents older than the readings' ``agent_other_pid_ns`` say it, read
@@ -106,6 +116,8 @@ class GpuProcessTable(DataTable[RenderableType]):
         self._update_pending = False
         self._order: list[str] = []
         self._shown: list[str] = []
+        #: Fixed widths of the wrapping columns (`WRAPPING`) in force; empty: every column fits its content.
+        self._widths: dict[str, int] = {}
         #: Whether `cells` draws full command lines (set per update by the fit).
         self._full = True
         #: Whether the rows in the table hold full command lines.
@@ -157,7 +169,8 @@ class GpuProcessTable(DataTable[RenderableType]):
         if not proc.in_namespace:
             # An agent in another PID namespace looks up no NVIDIA PID: not this process's doing.
             said = self.other_namespace and proc.vendor == "nvidia"
-            command = Text(fmt.MISSING if said else NOT_VISIBLE, style=muted)
+            hidden = NOT_VISIBLE_HOST if proc.agent_other_pid_ns is False else NOT_VISIBLE
+            command = Text(fmt.MISSING if said else hidden, style=muted)
         else:
             command = plain((proc.cmdline or proc.command) if self._full else proc.command, style)
         return {
@@ -179,23 +192,27 @@ class GpuProcessTable(DataTable[RenderableType]):
         rows = self._rows(ordered, full=True)
         shown = [key for key, _ in COLUMNS]
         full = True
+        widths: dict[str, int] = {}
         if self.available > 0 and _width(rows, shown) > self.available:
             full = False
             rows = self._rows(ordered, full=False)
             if _width(rows, shown) > self.available:
                 shown = [key for key in shown if key not in OPTIONAL]
-        if shown != self._shown:
+                widths = _wrapped_widths(rows, shown, self.available)
+        if shown != self._shown or widths != self._widths:
             self.clear(columns=True)
             for key, title in COLUMNS:
                 if key in shown:
-                    self.add_column(title, key=key)
+                    self.add_column(title, key=key, width=widths.get(key))
             self._shown = shown
+            self._widths = widths
             self._order = []
-        if keys != self._order or full != self._drawn_full:
+        if keys != self._order or full != self._drawn_full or widths:
+            # Wrapped rows are added again: a row's height follows its cells only when it is added.
             self._drawn_full = full
             self.clear()
             for key, row in zip(keys, rows):
-                self.add_row(*(row[c] for c in shown), key=key)
+                self.add_row(*(row[c] for c in shown), key=key, height=None if widths else 1)
             self._order = keys
             return
         for key, row in zip(keys, rows):
@@ -215,10 +232,26 @@ class GpuProcessTable(DataTable[RenderableType]):
 
 def _width(rows: Sequence[dict[str, RenderableType]], columns: Sequence[str]) -> int:
     """Cells the table takes uncut: each column's widest cell or title, one cell of padding either side."""
-    titles = dict(COLUMNS)
-    total = 0
-    for key in columns:
-        cells = [row[key] for row in rows]
-        total += max([cell_len(titles[key]), *(cell_len(c.plain) if isinstance(c, Text) else cell_len(str(c))
-                                                for c in cells)]) + 2
-    return total
+    return sum(_column_width(rows, key) + 2 for key in columns)
+
+
+def _column_width(rows: Sequence[dict[str, RenderableType]], key: str) -> int:
+    """The widest cell of column ``key``, or its title."""
+    cells = [row[key] for row in rows]
+    return max([cell_len(dict(COLUMNS)[key]), *(cell_len(c.plain) if isinstance(c, Text) else cell_len(str(c))
+                                                for c in cells)])
+
+
+def _wrapped_widths(rows: Sequence[dict[str, RenderableType]], columns: Sequence[str], available: int) -> dict[str, int]:
+    """Widths of the `WRAPPING` columns that bring the table within ``available`` cells: the command's
+    narrowed first, to at least its minimum, then the user's."""
+    widths = {key: _column_width(rows, key) for key in columns}
+    excess = sum(width + 2 for width in widths.values()) - available
+    fixed: dict[str, int] = {}
+    for key, least in WRAPPING:
+        if excess <= 0 or key not in widths:
+            continue
+        narrower = max(least, widths[key] - excess)
+        excess -= widths[key] - narrower
+        fixed[key] = narrower
+    return fixed

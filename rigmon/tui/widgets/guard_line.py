@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
 from rich.console import RenderableType
@@ -32,9 +33,18 @@ def guard_text(guard: GuardReading) -> str:
                 + _after_failed_restore(guard))
     elif guard.step == 0:
         head = f"guard {guard.state} ({mode})"
+        if guard.state == "held":
+            # Held before anything was capped: the hold applies to the caps it takes next.
+            head += ": nothing capped; caps it takes on a sag stay until released"
+        if guard.state == "released" and guard.released_until is not None:
+            # An operator's release keeps the guard away for restore_after_s, sags or not: say until when.
+            head += f": does not engage again before {_utc(guard.released_until)} UTC, whatever the rail does"
     else:
         step = STEP_TEXT.get(guard.step_name or "", guard.step_name or "?")
-        head = f"guard {guard.state} ({mode}): step {guard.step}, {step}"
+        # A guard that does not act (dry-run, no permission) set nothing: the GPUs run their own clocks.
+        # Caps a previous run left behind are in force all the same.
+        would = not guard.acting and not guard.left_behind
+        head = f"guard {guard.state} ({mode}): {'would take ' if would else ''}step {guard.step}, {step}"
         if guard.gpus:
             head += f" on GPUs {','.join(map(str, guard.gpus))}"
         capped = guard.settings[0] if guard.settings else None
@@ -43,13 +53,15 @@ def guard_text(guard: GuardReading) -> str:
         if capped is not None and capped.power_limit_w is not None and guard.step_name == "power_limit":
             # The cap this step set (the GPU's minimum when the configured one is below it).
             head += f", {capped.power_limit_w:g} W"
+        if would:
+            head += " (nothing changed)"
     if guard.step and guard.unread and guard.state != "held":
         head += f"; {_holding_text(guard)}"
     # Every action on the GPUs (restores and re-caps too); the ceiling limits only engages and steps,
     # so the count may pass it: not shown as a fraction of it.
     actions = guard.actions_last_hour
-    parts = [head, f"{actions} action{'' if actions == 1 else 's'} this hour "
-                   f"(at most {guard.max_actions_per_hour} steps)"]
+    parts = [head, (f"{actions} action{'' if actions == 1 else 's'} this hour "
+                    f"(at most {guard.max_actions_per_hour} steps)")]
     if guard.trigger and guard.step:
         parts.append(f"because {guard.trigger}")
     if guard.reason and guard.reason != "dry-run":
@@ -74,6 +86,11 @@ def _after_failed_restore(guard: GuardReading) -> str:
         said.append(f"GPUs {','.join(map(str, off_bus))} off the bus: not retried until back "
                     "(a reset or reboot gives them their own settings)")
     return "; ".join(said)
+
+
+def _utc(at: float) -> str:
+    """``20:31:05``: a time of day in UTC, as every time rigmon shows."""
+    return time.strftime("%H:%M:%S", time.gmtime(at))
 
 
 def _holding_text(guard: GuardReading) -> str:
