@@ -105,3 +105,41 @@ def test_a_rerun_keeps_the_udev_rule_line_the_operator_uncommented(tmp_path: Pat
     rules.write_text("# nothing\n")
     third = setup_agent(root, "--no-tls", hw_root=node)
     assert "updated /etc/udev/rules.d/99-rigmon-adc.rules" in third.stdout and rules.read_text() != "# nothing\n"
+
+
+def usb_serial_tty(root: Path, tty: str, vendor: str, product: str, serial: str | None, *links: str,
+                   usb_dev: str = "1-2.3") -> None:
+    """A USB-UART bridge (CH340, FTDI) as the kernel lays it out (udev.md 5.5): the tty class device is the
+    child of a usb-serial port of the same name, below the USB interface, below the USB device."""
+    usb = root / "sys/devices/pci0000:00/0000:00:14.0/usb1" / usb_dev
+    port = usb / f"{usb_dev}:1.0" / tty
+    (port / "tty" / tty).mkdir(parents=True)
+    (port / "tty" / tty / "device").symlink_to("../..")
+    (port / "tty" / tty / "dev").write_text("188:0\n")
+    ids = {"idVendor": vendor, "idProduct": product, **({"serial": serial} if serial else {})}
+    for name, value in ids.items():
+        (usb / name).write_text(value + "\n")
+    (usb / f"{usb_dev}:1.0" / "bInterfaceNumber").write_text("00\n")
+    (root / "sys/class/tty").mkdir(parents=True, exist_ok=True)
+    (root / "sys/class/tty" / tty).symlink_to(os.path.relpath(port / "tty" / tty, root / "sys/class/tty"))
+    (root / "dev").mkdir(parents=True, exist_ok=True)
+    (root / "dev" / tty).touch()
+    for link in links:
+        path = root / link.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(os.path.relpath(root / "dev" / tty, path.parent))
+
+
+CH340_BY_PATH_ID = "/dev/serial/by-id/usb-1a86_USB_Serial-if00-port0"
+
+
+def test_a_usb_uart_bridge_behind_ttyusb_is_identified_and_offered_a_udev_line(tmp_path: Path) -> None:
+    # /sys/class/tty/ttyUSB0/device is the usb-serial port, whose parent is the USB interface: set-up read
+    # idVendor there, found none, and wrote "(no USB identity)" for every FTDI or CH340 adapter (the PZEM's
+    # RS-485 dongle, a CH340 ADC board) and no udev line to uncomment for it.
+    node = tmp_path / "node"
+    usb_serial_tty(node, "ttyUSB0", "0403", "6001", "A50285BI", FTDI_BY_ID)
+    hw = detect_hardware(str(node), collectors=())
+    assert [(d.vendor_id, d.product_id, d.serial) for d in hw.serial] == [("0403", "6001", "A50285BI")]
+    assert f"# other serial device: {FTDI_BY_ID} (USB 0403:6001 serial A50285BI)" in agent_toml(SETTINGS, hw)
+    assert 'ATTRS{idVendor}=="0403", ATTRS{idProduct}=="6001", ATTRS{serial}=="A50285BI"' in udev_rules(hw)
