@@ -10,6 +10,7 @@ from rigmon.config import load_agent_config
 from rigmon.setup.detect import detect_hardware
 from rigmon.setup.render import Settings, agent_toml, udev_rules
 from tests.setup.helpers import setup_agent
+from tests.setup.udev_match import rule_matches, symlinks
 
 SETTINGS = Settings(node="pzem-1", listen="0.0.0.0:9871", user="rigmon", groups=("dialout",),
                     exec_start=("/usr/bin/rigmon",), tls=False)
@@ -143,3 +144,32 @@ def test_a_usb_uart_bridge_behind_ttyusb_is_identified_and_offered_a_udev_line(t
     assert [(d.vendor_id, d.product_id, d.serial) for d in hw.serial] == [("0403", "6001", "A50285BI")]
     assert f"# other serial device: {FTDI_BY_ID} (USB 0403:6001 serial A50285BI)" in agent_toml(SETTINGS, hw)
     assert 'ATTRS{idVendor}=="0403", ATTRS{idProduct}=="6001", ATTRS{serial}=="A50285BI"' in udev_rules(hw)
+
+
+def _example(rules: str, marker: str) -> str:
+    """The commented example line of the shipped udev rule that follows the comment saying ``marker``."""
+    lines = rules.splitlines()
+    at = next(i for i, line in enumerate(lines) if marker in line)
+    return next(line[2:] for line in lines[at:] if line.startswith("# SUBSYSTEM"))
+
+
+def test_the_shipped_udev_examples_match_the_devices_they_are_for(tmp_path: Path) -> None:
+    # The CH340 example matched KERNELS=="1-2.3:1.0" (the USB interface) and ATTRS{idVendor} (which only
+    # the USB device 1-2.3 has): udev wants every parent key on one device, so it named nothing, and an
+    # operator who uncommented it had no /dev/rigmon-psu0.
+    rules = udev_rules(detect_hardware(str(tmp_path / "empty"), collectors=()))
+    ch340 = tmp_path / "ch340"
+    usb_serial_tty(ch340, "ttyUSB0", "1a86", "7523", None, CH340_BY_PATH_ID, usb_dev="1-2.3")
+    line = _example(rules, "CH340")
+    assert rule_matches(line, ch340, "ttyUSB0") and symlinks(line) == ["rigmon-psu0"]
+    other_port = tmp_path / "ch340-b"
+    usb_serial_tty(other_port, "ttyUSB0", "1a86", "7523", None, CH340_BY_PATH_ID, usb_dev="1-4")
+    assert not rule_matches(line, other_port, "ttyUSB0")  # pinned to its port, as the comment says
+    ftdi = tmp_path / "ftdi"
+    usb_serial_tty(ftdi, "ttyUSB0", "0403", "6001", "A50285BI", FTDI_BY_ID)
+    line = _example(rules, "PZEM-017")
+    assert rule_matches(line, ftdi, "ttyUSB0") and symlinks(line) == ["rigmon-pzem0"]
+    pico = tmp_path / "pico"
+    usb_tty(pico, "ttyACM0", "2e8a", "000a", "E6614C311B2A1234")
+    line = _example(rules, "RP2040")
+    assert rule_matches(line, pico, "ttyACM0") and not rule_matches(line, ftdi, "ttyUSB0")
