@@ -101,7 +101,7 @@ def _hardware_comments(hw: Hardware) -> list[str]:
     if routers:
         lines.append(f"# Thunderbolt/USB4: {len(routers)} routers and hosts")
         lines += [f"#   {t.name}  {t.device_name or t.kind}  "
-                  f"{'%g Gb/s' % t.rx_gbps if t.rx_gbps else 'no link speed'}" for t in routers]
+                  f"{f'{t.rx_gbps:g} Gb/s' if t.rx_gbps else 'no link speed'}" for t in routers]
     else:
         lines.append(_nothing("Thunderbolt/USB4", hw.states.get("thunderbolt")))
     if hw.rdma:
@@ -239,7 +239,11 @@ def udev_rules(hw: Hardware) -> str:
     lines = [text.rstrip("\n"), "", "# Serial devices `rigmon setup agent` found; uncomment the ADC's line (one name each):"]
     for dev in found:
         serial = f', ATTRS{{serial}}=="{dev.serial}"' if dev.serial else ""
-        lines.append(f"# {dev.path}")
-        lines.append(f'# SUBSYSTEM=="tty", ATTRS{{idVendor}}=="{dev.vendor_id}", ATTRS{{idProduct}}=="{dev.product_id}"'
-                     f'{serial}, SYMLINK+="rigmon-psu0", GROUP="dialout", MODE="0660", ENV{{ID_MM_DEVICE_IGNORE}}="1"')
+        # Without a serial number the line would name every such adapter: pin it to its USB port, on the
+        # same device as the ATTRS (udev matches a rule's parent keys on one device).
+        port = f'KERNELS=="{dev.usb_device}", ' if not dev.serial and dev.usb_device else ""
+        lines.append(f"# {dev.path}" + ("" if dev.serial else " (no serial number: the line names its USB port)"))
+        lines.append(f'# SUBSYSTEM=="tty", {port}ATTRS{{idVendor}}=="{dev.vendor_id}", '
+                     f'ATTRS{{idProduct}}=="{dev.product_id}"{serial}, SYMLINK+="rigmon-psu0", GROUP="dialout", '
+                     f'MODE="0660", ENV{{ID_MM_DEVICE_IGNORE}}="1"')
     return "\n".join(lines) + "\n"

@@ -173,3 +173,17 @@ def test_the_shipped_udev_examples_match_the_devices_they_are_for(tmp_path: Path
     usb_tty(pico, "ttyACM0", "2e8a", "000a", "E6614C311B2A1234")
     line = _example(rules, "RP2040")
     assert rule_matches(line, pico, "ttyACM0") and not rule_matches(line, ftdi, "ttyUSB0")
+
+
+def test_the_udev_line_offered_for_a_device_without_a_serial_names_only_that_device(tmp_path: Path) -> None:
+    # A CH340 has no serial number: the line offered for it matched every CH340 on the node, so a second
+    # one (a console cable) took /dev/rigmon-psu0 too, and the agent read whichever udev linked last.
+    node = tmp_path / "node"
+    usb_serial_tty(node, "ttyUSB0", "1a86", "7523", None, CH340_BY_PATH_ID, usb_dev="1-2.3")
+    hw = detect_hardware(str(node), collectors=())
+    offered = [line[2:] for line in udev_rules(hw).split("found; uncomment")[1].splitlines()
+               if line.startswith("# SUBSYSTEM")]
+    assert len(offered) == 1 and rule_matches(offered[0], node, "ttyUSB0")
+    other = tmp_path / "other"
+    usb_serial_tty(other, "ttyUSB0", "1a86", "7523", None, CH340_BY_PATH_ID, usb_dev="1-4")
+    assert not rule_matches(offered[0], other, "ttyUSB0")
