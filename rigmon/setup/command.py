@@ -19,7 +19,11 @@ from rigmon.lazy_re import lazy_compile
 from rigmon.setup import render
 from rigmon.setup.client_help import dashboard_help, scrape_help
 from rigmon.setup.plan import Installer
-from rigmon.setup.service_access import hidden_because, hidden_from_service, unreadable_by_service
+from rigmon.setup.service_access import (
+    hidden_because,
+    hidden_from_service,
+    unreadable_by_service,
+)
 
 #: Supplementary groups of the agent's user, where the machine has them: the serial ADC, GPU nodes.
 WANTED_GROUPS = ("dialout", "video", "render")
@@ -423,6 +427,12 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
     asked_at = time.time()
     started = installer.run(["systemctl", "restart" if installer.changed else "start", render.UNIT_NAME],
                             "see `journalctl -u rigmon-agent`")
+    if not installer.changed:
+        # The unit names rigmon's version, so a new version restarts the agent; a reinstall of the same
+        # one (a checkout) changes no file, and the agent that was running went on with the old code.
+        installer.say(f"note: nothing changed, so an agent already running was left running; after reinstalling "
+                      f"rigmon at the same version, `systemctl restart {render.UNIT_NAME.removesuffix('.service')}` "
+                      "runs the new code")
     if not started and installer.real and not installer.dry_run:
         # The unit waits for the agent to listen (Type=notify): a port taken since the check above
         # fails the start, and the agent's own line says which address and setting.

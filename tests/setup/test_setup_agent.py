@@ -78,6 +78,9 @@ def test_install_is_idempotent_and_uninstall_removes_it(tmp_path: Path) -> None:
     assert "created" not in second.stdout and "updated" not in second.stdout
     assert "kept /etc/rigmon/read.token" in second.stdout and "unchanged /etc/systemd/system" in second.stdout
     assert "systemctl start rigmon-agent.service" in second.stdout  # nothing changed: no restart
+    # ... which after reinstalling the same version left the old agent running: setup says so.
+    upgrade = "after reinstalling rigmon at the same version, `systemctl restart rigmon-agent` runs the new code"
+    assert upgrade in second.stdout and upgrade not in first.stdout
 
     # An edited configuration is kept; a loosened token is made private again.
     (tmp_path / "etc/rigmon/agent.toml").write_text("[agent]\nnode = \"mine\"\n")
