@@ -236,14 +236,17 @@ def udev_rules(hw: Hardware) -> str:
              and d.tty not in named]
     if not found:
         return text
-    lines = [text.rstrip("\n"), "", "# Serial devices `rigmon setup agent` found; uncomment the ADC's line (one name each):"]
+    lines = [text.rstrip("\n"), "",
+             "# Serial devices `rigmon setup agent` found; uncomment one line of the ADC's (one name each):",
+             "# rigmon-psu0 for rigmon's RM1 firmware, rigmon-pzem0 for a PZEM-017 meter's RS-485 adapter."]
     for dev in found:
         serial = f', ATTRS{{serial}}=="{dev.serial}"' if dev.serial else ""
         # Without a serial number the line would name every such adapter: pin it to its USB port, on the
         # same device as the ATTRS (udev matches a rule's parent keys on one device).
         port = f'KERNELS=="{dev.usb_device}", ' if not dev.serial and dev.usb_device else ""
-        lines.append(f"# {dev.path}" + ("" if dev.serial else " (no serial number: the line names its USB port)"))
-        lines.append(f'# SUBSYSTEM=="tty", {port}ATTRS{{idVendor}}=="{dev.vendor_id}", '
-                     f'ATTRS{{idProduct}}=="{dev.product_id}"{serial}, SYMLINK+="rigmon-psu0", GROUP="dialout", '
-                     f'MODE="0660", ENV{{ID_MM_DEVICE_IGNORE}}="1"')
+        lines.append(f"# {dev.path}" + ("" if dev.serial else " (no serial number: the lines name its USB port)"))
+        for name in ("rigmon-psu0", "rigmon-pzem0"):
+            lines.append(f'# SUBSYSTEM=="tty", {port}ATTRS{{idVendor}}=="{dev.vendor_id}", '
+                         f'ATTRS{{idProduct}}=="{dev.product_id}"{serial}, SYMLINK+="{name}", GROUP="dialout", '
+                         f'MODE="0660", ENV{{ID_MM_DEVICE_IGNORE}}="1"')
     return "\n".join(lines) + "\n"

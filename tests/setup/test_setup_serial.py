@@ -182,8 +182,24 @@ def test_the_udev_line_offered_for_a_device_without_a_serial_names_only_that_dev
     usb_serial_tty(node, "ttyUSB0", "1a86", "7523", None, CH340_BY_PATH_ID, usb_dev="1-2.3")
     hw = detect_hardware(str(node), collectors=())
     offered = [line[2:] for line in udev_rules(hw).split("found; uncomment")[1].splitlines()
-               if line.startswith("# SUBSYSTEM")]
+               if line.startswith("# SUBSYSTEM") and 'SYMLINK+="rigmon-psu0"' in line]
     assert len(offered) == 1 and rule_matches(offered[0], node, "ttyUSB0")
     other = tmp_path / "other"
     usb_serial_tty(other, "ttyUSB0", "1a86", "7523", None, CH340_BY_PATH_ID, usb_dev="1-4")
     assert not rule_matches(offered[0], other, "ttyUSB0")
+
+
+def test_a_pzem017_adapter_found_is_offered_the_meters_name(tmp_path: Path) -> None:
+    # README: "A PZEM-017 DC meter instead: its line names it /dev/rigmon-pzem0". The line offered for the
+    # meter's RS-485 adapter named it rigmon-psu0: uncommented, set-up configured it as an RM1 ADC (protocol
+    # rm1, which the Modbus meter never speaks) and the README's port = "/dev/rigmon-pzem0" did not exist.
+    node = tmp_path / "node"
+    usb_serial_tty(node, "ttyUSB0", "0403", "6001", "A50285BI", FTDI_BY_ID)
+    rules = udev_rules(detect_hardware(str(node), collectors=()))
+    offered = [line[2:] for line in rules.split("found; uncomment")[1].splitlines() if line.startswith("# SUBSYSTEM")]
+    pzem = [line for line in offered if symlinks(line) == ["rigmon-pzem0"]]
+    assert len(pzem) == 1 and rule_matches(pzem[0], node, "ttyUSB0")
+    # udev applies it: set-up now configures the meter as one.
+    (node / "dev/rigmon-pzem0").symlink_to("ttyUSB0")
+    text = agent_toml(SETTINGS, detect_hardware(str(node), collectors=()))
+    assert 'port = "/dev/rigmon-pzem0"\nprotocol = "pzem017"' in text
