@@ -398,8 +398,15 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
                               "give every client (dashboards' ca_file, Prometheus' CA file) the new certificate")
     installer.write(render.CONFIG_FILE, render.agent_toml(settings, hardware).encode(), 0o644, keep=True,
                     what="agent configuration")
-    unit_changed = installer.write(render.UNIT_FILE, render.systemd_unit(settings).encode(), 0o644,
-                                   what="systemd unit")
+    unit = render.systemd_unit(settings)
+    unit_before = read_text_or_none(installer.path(render.UNIT_FILE))
+    unit_changed = installer.write(render.UNIT_FILE, unit.encode(), 0o644, what="systemd unit")
+    lost = replaced_settings(unit_before, unit) if unit_changed else []
+    if lost:
+        # An operator's edit of the unit (MemoryMax=, an Environment=) went without a word on the next run.
+        installer.say(f"  {'would replace' if installer.dry_run else 'replaced'} in {render.UNIT_FILE}: "
+                      f"{'; '.join(lost)} (setup writes this file: keep your changes in a drop-in, "
+                      f"`systemctl edit {render.UNIT_NAME.removesuffix('.service')}`, which it never touches)")
     # The operator gives the ADC its name by uncommenting a line of this file (README); rewritten, a
     # re-run (--read-token-file on every node of a lab) took the name away and the agent lost its ADC.
     edited = has_active_rules(installer.path(render.UDEV_FILE))
@@ -441,6 +448,24 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
         said = last_error(render.UNIT_NAME, asked_at)
         if said:
             installer.say(f"the agent said: {said}")
+
+
+def read_text_or_none(path: Path) -> str | None:
+    """The text of a file in place, ``None`` when there is none or this user cannot read it."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def replaced_settings(before: str | None, after: str) -> list[str]:
+    """The setting lines of ``before`` (a unit in place) that ``after`` does not have: an operator's edits,
+    or what an upgrade changed. Comments and blank lines are left out."""
+    if before is None:
+        return []
+    kept = set(after.splitlines())
+    return [line.strip() for line in before.splitlines()
+            if line.strip() and not line.lstrip().startswith(("#", ";")) and line not in kept]
 
 
 def has_active_rules(path: Path) -> bool:

@@ -208,9 +208,10 @@ def _exec_word(word: str) -> str:
 
 def systemd_unit(settings: Settings) -> str:
     """deploy/systemd/rigmon-agent.service with this installation's ExecStart, user and groups."""
-    out = [f"# Written by `rigmon setup agent` (rigmon {__version__}); `rigmon setup agent --uninstall` removes it."]
+    out = [f"# Written by `rigmon setup agent` (rigmon {__version__}); `rigmon setup agent --uninstall` removes it.",
+           "# A re-run writes it anew: put your changes in a drop-in (systemctl edit rigmon-agent)."]
     for line in _template("systemd", "rigmon-agent.service").splitlines():
-        if line.startswith("#") and not out[1:]:
+        if line.startswith("#") and not out[2:]:
             continue  # the template's manual install notes
         key = line.partition("=")[0]
         if key == "ExecStart":
