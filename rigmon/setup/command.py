@@ -24,6 +24,7 @@ from rigmon.setup.service_access import (
     hidden_from_service,
     unreadable_by_service,
 )
+from rigmon.setup.udev_check import never_matching
 
 #: Supplementary groups of the agent's user, where the machine has them: the serial ADC, GPU nodes.
 WANTED_GROUPS = ("dialout", "video", "render")
@@ -413,6 +414,10 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
     udev_changed = installer.write(render.UDEV_FILE, render.udev_rules(hardware).encode(), 0o644, keep=edited,
                                    what="udev rule for the ADC, with your uncommented lines" if edited else
                                    "udev rule for the ADC")
+    for line in never_matching(read_text_or_none(installer.path(render.UDEV_FILE)) or "") if edited else ():
+        installer.warn(f"{render.UDEV_FILE}: this line never matches (its KERNELS is a USB interface, its ATTRS "
+                       f"are the USB device's; udev wants both on one device): {line}; write the device's KERNELS "
+                       "(`udevadm info -a` shows it beside ATTRS{idVendor}, e.g. 1-2.3 for 1-2.3:1.0)")
     if unit_changed:
         installer.run(["systemctl", "daemon-reload"])
     if udev_changed:

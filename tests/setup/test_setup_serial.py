@@ -203,3 +203,29 @@ def test_a_pzem017_adapter_found_is_offered_the_meters_name(tmp_path: Path) -> N
     (node / "dev/rigmon-pzem0").symlink_to("ttyUSB0")
     text = agent_toml(SETTINGS, detect_hardware(str(node), collectors=()))
     assert 'port = "/dev/rigmon-pzem0"\nprotocol = "pzem017"' in text
+
+
+OLD_CH340_LINE = ('SUBSYSTEM=="tty", KERNELS=="1-2.3:1.0", ATTRS{idVendor}=="1a86", ATTRS{idProduct}=="7523", '
+                  'SYMLINK+="rigmon-psu0", GROUP="dialout", MODE="0660", ENV{ID_MM_DEVICE_IGNORE}="1"')
+
+
+def test_a_kept_udev_rule_with_the_old_ch340_line_is_a_warning(tmp_path: Path) -> None:
+    # An operator who uncommented the old CH340 example keeps it (a file with an active line is kept), and
+    # it never named the board: the re-run after the upgrade said "kept" and nothing else.
+    node = tmp_path / "node"
+    usb_serial_tty(node, "ttyUSB0", "1a86", "7523", None, CH340_BY_PATH_ID, usb_dev="1-2.3")
+    assert not rule_matches(OLD_CH340_LINE, node, "ttyUSB0")
+    root = tmp_path / "root"
+    root.mkdir()
+    assert setup_agent(root, "--no-tls", hw_root=node).returncode == 0
+    rules = root / "etc/udev/rules.d/99-rigmon-adc.rules"
+    rules.write_text(rules.read_text() + OLD_CH340_LINE + "\n")
+    again = setup_agent(root, "--no-tls", "--strict", hw_root=node)
+    assert again.returncode == 3, again.stdout + again.stderr  # a warning (--strict)
+    assert f"warning: /etc/udev/rules.d/99-rigmon-adc.rules: this line never matches (its KERNELS is a USB " \
+           f"interface, its ATTRS are the USB device's; udev wants both on one device): {OLD_CH340_LINE}; " in again.stdout
+    fixed = OLD_CH340_LINE.replace('"1-2.3:1.0"', '"1-2.3"')
+    assert rule_matches(fixed, node, "ttyUSB0")
+    rules.write_text(rules.read_text().replace(OLD_CH340_LINE, fixed))
+    last = setup_agent(root, "--no-tls", hw_root=node)
+    assert last.returncode == 0 and "never matches" not in last.stdout, last.stdout
