@@ -4,6 +4,7 @@ what the generated udev rule offers for the others."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from rigmon.config import load_agent_config
@@ -229,3 +230,13 @@ def test_a_kept_udev_rule_with_the_old_ch340_line_is_a_warning(tmp_path: Path) -
     rules.write_text(rules.read_text().replace(OLD_CH340_LINE, fixed))
     last = setup_agent(root, "--no-tls", hw_root=node)
     assert last.returncode == 0 and "never matches" not in last.stdout, last.stdout
+
+
+def test_readme_and_the_rule_file_reload_udev_as_setup_does() -> None:
+    # README and the rule file told the operator `udevadm trigger`: a change event for every device of the
+    # node (md arrays, NVMe, network links) during a training run, where setup triggers the tty devices only.
+    from tests.setup.helpers import REPO
+
+    told = (REPO / "README.md").read_text() + (REPO / "deploy/udev/99-rigmon-adc.rules").read_text()
+    triggers = re.findall(r"udevadm control --reload && (?:sudo )?(udevadm trigger[^`\n]*)", told)
+    assert len(triggers) == 2 and all(t == "udevadm trigger --subsystem-match=tty" for t in triggers), triggers
