@@ -25,6 +25,8 @@ class SerialDevice:
         serial: USB serial number (the ``ATTRS{serial}`` a udev rule matches).
         named_by_rigmon: udev named it after rigmon (its rule installed, or rigmon's firmware
             in the by-id name): an ADC of ours, not a guess.
+        usb_device: the kernel's name of the USB device (``1-2.3``: bus 1, hub port 2, port 3), the
+            ``KERNELS`` a udev rule matches to pin a device without a serial number to its USB port.
     """
 
     path: str
@@ -33,6 +35,12 @@ class SerialDevice:
     product_id: str | None
     serial: str | None
     named_by_rigmon: bool
+    usb_device: str | None = None
+
+
+#: How many directories above ``/sys/class/tty/TTY/device`` the USB device may be: the interface's parent
+#: for CDC-ACM (``ttyACM0``), one more for a usb-serial bridge (``ttyUSB0``: port, interface, device).
+USB_DEVICE_MAX_UP = 2
 
 
 def _tty_name(target: str | None) -> str | None:
@@ -42,17 +50,24 @@ def _tty_name(target: str | None) -> str | None:
     return name if name.startswith("tty") else None
 
 
-def _usb_identity(root: HostRoot, tty: str | None) -> tuple[str | None, str | None, str | None]:
-    """idVendor, idProduct and serial of the USB device behind ``tty``.
+def _usb_identity(root: HostRoot, tty: str | None) -> tuple[str | None, str | None, str | None, str | None]:
+    """idVendor, idProduct, serial and kernel name of the USB device behind ``tty``.
 
-    ``/sys/class/tty/ttyACM0/device`` is the USB interface; its parent directory (the kernel
-    resolves ``..`` after following the link) is the USB device with the identity files.
+    ``/sys/class/tty/ttyACM0/device`` is the USB interface, whose parent is the USB device with the
+    identity files; ``/sys/class/tty/ttyUSB0/device`` is the usb-serial port (CH340, FTDI) below the
+    interface, so its device is one level further up (udev's ``ATTRS`` search walks up the same way).
     """
     if tty is None:
-        return None, None, None
-    base = f"/sys/class/tty/{tty}/device/.."
-    return (root.read_attr(f"{base}/idVendor"), root.read_attr(f"{base}/idProduct"),
-            root.read_attr(f"{base}/serial"))
+        return None, None, None, None
+    base = f"/sys/class/tty/{tty}/device"
+    for _ in range(USB_DEVICE_MAX_UP):
+        base += "/.."
+        vendor = root.read_attr(f"{base}/idVendor")
+        if vendor is not None:
+            real = root.realpath(base)
+            return (vendor, root.read_attr(f"{base}/idProduct"), root.read_attr(f"{base}/serial"),
+                    os.path.basename(real) if real else None)
+    return None, None, None, None
 
 
 def list_serial_devices(root: HostRoot) -> list[SerialDevice]:
@@ -63,9 +78,9 @@ def list_serial_devices(root: HostRoot) -> list[SerialDevice]:
     for path in names:
         target = root.readlink(path)
         tty = _tty_name(target)
-        vendor, product, serial = _usb_identity(root, tty)
+        vendor, product, serial, usb_device = _usb_identity(root, tty)
         base = os.path.basename(path)
         ours = base.startswith(RIGMON_LINK_PREFIX) or "rigmon" in base.lower()
         found.append(SerialDevice(path=path, tty=tty, vendor_id=vendor, product_id=product, serial=serial,
-                                  named_by_rigmon=ours))
+                                  named_by_rigmon=ours, usb_device=usb_device))
     return found

@@ -19,7 +19,12 @@ from rigmon.lazy_re import lazy_compile
 from rigmon.setup import render
 from rigmon.setup.client_help import dashboard_help, scrape_help
 from rigmon.setup.plan import Installer
-from rigmon.setup.service_access import hidden_because, hidden_from_service, unreadable_by_service
+from rigmon.setup.service_access import (
+    hidden_because,
+    hidden_from_service,
+    unreadable_by_service,
+)
+from rigmon.setup.udev_check import never_matching
 
 #: Supplementary groups of the agent's user, where the machine has them: the serial ADC, GPU nodes.
 WANTED_GROUPS = ("dialout", "video", "render")
@@ -394,14 +399,25 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
                               "give every client (dashboards' ca_file, Prometheus' CA file) the new certificate")
     installer.write(render.CONFIG_FILE, render.agent_toml(settings, hardware).encode(), 0o644, keep=True,
                     what="agent configuration")
-    unit_changed = installer.write(render.UNIT_FILE, render.systemd_unit(settings).encode(), 0o644,
-                                   what="systemd unit")
+    unit = render.systemd_unit(settings)
+    unit_before = read_text_or_none(installer.path(render.UNIT_FILE))
+    unit_changed = installer.write(render.UNIT_FILE, unit.encode(), 0o644, what="systemd unit")
+    lost = replaced_settings(unit_before, unit) if unit_changed else []
+    if lost:
+        # An operator's edit of the unit (MemoryMax=, an Environment=) went without a word on the next run.
+        installer.say(f"  {'would replace' if installer.dry_run else 'replaced'} in {render.UNIT_FILE}: "
+                      f"{'; '.join(lost)} (setup writes this file: keep your changes in a drop-in, "
+                      f"`systemctl edit {render.UNIT_NAME.removesuffix('.service')}`, which it never touches)")
     # The operator gives the ADC its name by uncommenting a line of this file (README); rewritten, a
     # re-run (--read-token-file on every node of a lab) took the name away and the agent lost its ADC.
     edited = has_active_rules(installer.path(render.UDEV_FILE))
     udev_changed = installer.write(render.UDEV_FILE, render.udev_rules(hardware).encode(), 0o644, keep=edited,
                                    what="udev rule for the ADC, with your uncommented lines" if edited else
                                    "udev rule for the ADC")
+    for line in never_matching(read_text_or_none(installer.path(render.UDEV_FILE)) or "") if edited else ():
+        installer.warn(f"{render.UDEV_FILE}: this line never matches (its KERNELS is a USB interface, its ATTRS "
+                       f"are the USB device's; udev wants both on one device): {line}; write the device's KERNELS "
+                       "(`udevadm info -a` shows it beside ATTRS{idVendor}, e.g. 1-2.3 for 1-2.3:1.0)")
     if unit_changed:
         installer.run(["systemctl", "daemon-reload"])
     if udev_changed:
@@ -423,6 +439,12 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
     asked_at = time.time()
     started = installer.run(["systemctl", "restart" if installer.changed else "start", render.UNIT_NAME],
                             "see `journalctl -u rigmon-agent`")
+    if not installer.changed:
+        # The unit names rigmon's version, so a new version restarts the agent; a reinstall of the same
+        # one (a checkout) changes no file, and the agent that was running went on with the old code.
+        installer.say(f"note: nothing changed, so an agent already running was left running; after reinstalling "
+                      f"rigmon at the same version, `systemctl restart {render.UNIT_NAME.removesuffix('.service')}` "
+                      "runs the new code")
     if not started and installer.real and not installer.dry_run:
         # The unit waits for the agent to listen (Type=notify): a port taken since the check above
         # fails the start, and the agent's own line says which address and setting.
@@ -431,6 +453,24 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
         said = last_error(render.UNIT_NAME, asked_at)
         if said:
             installer.say(f"the agent said: {said}")
+
+
+def read_text_or_none(path: Path) -> str | None:
+    """The text of a file in place, ``None`` when there is none or this user cannot read it."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def replaced_settings(before: str | None, after: str) -> list[str]:
+    """The setting lines of ``before`` (a unit in place) that ``after`` does not have: an operator's edits,
+    or what an upgrade changed. Comments and blank lines are left out."""
+    if before is None:
+        return []
+    kept = set(after.splitlines())
+    return [line.strip() for line in before.splitlines()
+            if line.strip() and not line.lstrip().startswith(("#", ";")) and line not in kept]
 
 
 def has_active_rules(path: Path) -> bool:

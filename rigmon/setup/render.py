@@ -101,7 +101,7 @@ def _hardware_comments(hw: Hardware) -> list[str]:
     if routers:
         lines.append(f"# Thunderbolt/USB4: {len(routers)} routers and hosts")
         lines += [f"#   {t.name}  {t.device_name or t.kind}  "
-                  f"{'%g Gb/s' % t.rx_gbps if t.rx_gbps else 'no link speed'}" for t in routers]
+                  f"{f'{t.rx_gbps:g} Gb/s' if t.rx_gbps else 'no link speed'}" for t in routers]
     else:
         lines.append(_nothing("Thunderbolt/USB4", hw.states.get("thunderbolt")))
     if hw.rdma:
@@ -208,9 +208,10 @@ def _exec_word(word: str) -> str:
 
 def systemd_unit(settings: Settings) -> str:
     """deploy/systemd/rigmon-agent.service with this installation's ExecStart, user and groups."""
-    out = [f"# Written by `rigmon setup agent` (rigmon {__version__}); `rigmon setup agent --uninstall` removes it."]
+    out = [f"# Written by `rigmon setup agent` (rigmon {__version__}); `rigmon setup agent --uninstall` removes it.",
+           "# A re-run writes it anew: put your changes in a drop-in (systemctl edit rigmon-agent)."]
     for line in _template("systemd", "rigmon-agent.service").splitlines():
-        if line.startswith("#") and not out[1:]:
+        if line.startswith("#") and not out[2:]:
             continue  # the template's manual install notes
         key = line.partition("=")[0]
         if key == "ExecStart":
@@ -236,10 +237,17 @@ def udev_rules(hw: Hardware) -> str:
              and d.tty not in named]
     if not found:
         return text
-    lines = [text.rstrip("\n"), "", "# Serial devices `rigmon setup agent` found; uncomment the ADC's line (one name each):"]
+    lines = [text.rstrip("\n"), "",
+             "# Serial devices `rigmon setup agent` found; uncomment one line of the ADC's (one name each):",
+             "# rigmon-psu0 for rigmon's RM1 firmware, rigmon-pzem0 for a PZEM-017 meter's RS-485 adapter."]
     for dev in found:
         serial = f', ATTRS{{serial}}=="{dev.serial}"' if dev.serial else ""
-        lines.append(f"# {dev.path}")
-        lines.append(f'# SUBSYSTEM=="tty", ATTRS{{idVendor}}=="{dev.vendor_id}", ATTRS{{idProduct}}=="{dev.product_id}"'
-                     f'{serial}, SYMLINK+="rigmon-psu0", GROUP="dialout", MODE="0660", ENV{{ID_MM_DEVICE_IGNORE}}="1"')
+        # Without a serial number the line would name every such adapter: pin it to its USB port, on the
+        # same device as the ATTRS (udev matches a rule's parent keys on one device).
+        port = f'KERNELS=="{dev.usb_device}", ' if not dev.serial and dev.usb_device else ""
+        lines.append(f"# {dev.path}" + ("" if dev.serial else " (no serial number: the lines name its USB port)"))
+        for name in ("rigmon-psu0", "rigmon-pzem0"):
+            lines.append(f'# SUBSYSTEM=="tty", {port}ATTRS{{idVendor}}=="{dev.vendor_id}", '
+                         f'ATTRS{{idProduct}}=="{dev.product_id}"{serial}, SYMLINK+="{name}", GROUP="dialout", '
+                         f'MODE="0660", ENV{{ID_MM_DEVICE_IGNORE}}="1"')
     return "\n".join(lines) + "\n"

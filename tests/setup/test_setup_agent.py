@@ -78,6 +78,9 @@ def test_install_is_idempotent_and_uninstall_removes_it(tmp_path: Path) -> None:
     assert "created" not in second.stdout and "updated" not in second.stdout
     assert "kept /etc/rigmon/read.token" in second.stdout and "unchanged /etc/systemd/system" in second.stdout
     assert "systemctl start rigmon-agent.service" in second.stdout  # nothing changed: no restart
+    # ... which after reinstalling the same version left the old agent running: setup says so.
+    upgrade = "after reinstalling rigmon at the same version, `systemctl restart rigmon-agent` runs the new code"
+    assert upgrade in second.stdout and upgrade not in first.stdout
 
     # An edited configuration is kept; a loosened token is made private again.
     (tmp_path / "etc/rigmon/agent.toml").write_text("[agent]\nnode = \"mine\"\n")
@@ -321,3 +324,19 @@ def test_the_shipped_units_manual_steps_make_the_configuration_its_execstart_rea
     assert config is not None
     steps = [line[1:].strip() for line in shipped.splitlines() if line.startswith("#   sudo ")]
     assert any(step.split("#")[0].rstrip().endswith(config.group(1)) for step in steps), steps
+
+
+def test_a_rerun_says_which_of_the_operators_unit_settings_it_replaced(tmp_path: Path) -> None:
+    # The README's re-runs (--read-token-file on every node, an upgrade) rewrote an edited unit without a
+    # word: a MemoryMax= raised for a large buffer_frames was back at 512M, and the agent was OOM-killed.
+    assert setup_agent(tmp_path, "--no-tls").returncode == 0
+    unit = tmp_path / "etc/systemd/system/rigmon-agent.service"
+    assert "systemctl edit rigmon-agent" in unit.read_text().split("[Unit]")[0]
+    unit.write_text(unit.read_text().replace("MemoryMax=512M", "MemoryMax=2G"))
+    again = setup_agent(tmp_path, "--no-tls")
+    assert again.returncode == 0, again.stderr
+    assert "\n  replaced in /etc/systemd/system/rigmon-agent.service: MemoryMax=2G (setup writes this file: keep " \
+           "your changes in a drop-in, `systemctl edit rigmon-agent`, which it never touches)\n" in again.stdout
+    assert "MemoryMax=512M" in unit.read_text()
+    third = setup_agent(tmp_path, "--no-tls")
+    assert "replaced in" not in third.stdout and "unchanged /etc/systemd/system/rigmon-agent.service" in third.stdout

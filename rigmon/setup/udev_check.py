@@ -1,0 +1,19 @@
+"""Lines of a kept udev rules file that can never match a USB serial device (pure: text in, lines out)."""
+
+from __future__ import annotations
+
+import re
+
+#: ``KERNELS=="1-2.3:1.0"``: a USB interface's name (``BUS-PORT[.PORT]:CONFIG.INTERFACE``).
+_INTERFACE_KERNELS = re.compile(r'KERNELS=="[0-9]+-[0-9.]+:[0-9]+\.[0-9]+"')
+#: Attributes only the USB device has, never its interface.
+_DEVICE_ATTRS = re.compile(r'ATTRS\{(idVendor|idProduct|serial|manufacturer|product)\}==')
+
+
+def never_matching(text: str) -> list[str]:
+    """Active rule lines that pin a USB interface (``KERNELS=="1-2.3:1.0"``) and match an attribute of the
+    USB device (``ATTRS{idVendor}``): udev matches a rule's parent keys on one device, so such a line names
+    nothing (the CH340 example of rigmon's own rule file once was one)."""
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+            and _INTERFACE_KERNELS.search(line) and _DEVICE_ATTRS.search(line)]
