@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,11 @@ def test_a_peers_list_of_this_node_alone_is_no_peers_and_needs_no_key(tmp_path: 
     assert config.probed_peers == ()
     other = _node_config(tmp_path, "node03", {"node01": 9872, "node03": 9873})
     assert [p.name for p in other.probed_peers] == ["node01"]
+    # No [agent] node: the node's name is its host name, and the entry of that name is this node's.
+    unnamed = from_data(AgentConfig, {"peers": _lab_peers({socket.gethostname(): 9872, "node99": 9873})},
+                        strict=True)
+    assert [p.name for p in unnamed.probed_peers] == ["node99"]
+    assert unnamed.own_peer_note is not None and socket.gethostname() in unnamed.own_peer_note
 
 
 def test_check_says_this_node_is_skipped_and_stays_healthy(tmp_path: Path) -> None:
