@@ -207,11 +207,16 @@ def _start_wire(scenario: Scenario, rig: SimRig, workdir: Path, seed: int
         configs.append({"probes": {"bind": "127.0.0.1", "port": port, "key_file": str(key_file),
                                    "window_s": max(1.0, 10.0 / rig.clock.speed),
                                    "reply_rate_per_s": 2000.0, "reply_burst": 1000},
-                        "peers": sorted([{"name": names[index], "paths": [
-                            {"name": "mgmt", "address": "127.0.0.1", "port": port}]},
-                            *wire.peers_config(index, names)], key=lambda peer: str(peer["name"]))})
+                        "peers": _with_itself(wire.peers_config(index, names), names[index], port)})
     wire.start(own_process=True)
     return wire, configs
+
+
+def _with_itself(peers: list[dict[str, object]], name: str, port: int) -> list[dict[str, object]]:
+    """``peers`` with the node itself among them (straight to its own responder on ``port``), in name
+    order: the lab's one ``[[peers]]`` list, as every node of a real lab may be given it unchanged."""
+    own: dict[str, object] = {"name": name, "paths": [{"name": "mgmt", "address": "127.0.0.1", "port": port}]}
+    return sorted([own, *peers], key=lambda peer: str(peer["name"]))
 
 
 @dataclass
