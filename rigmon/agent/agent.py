@@ -89,13 +89,13 @@ def build_collectors(config: AgentConfig, root: HostRoot, clock: Clock,
 
 def probe_key(config: AgentConfig, token: str | None) -> bytes | None:
     """The latency probes' key: from ``[probes] key_file``, else derived from the read token;
-    ``None`` when no ``[[peers]]`` are configured.
+    ``None`` when no ``[[peers]]`` are configured (but this node itself, which is not probed).
 
     Raises:
         StartupError: the key file is unreadable, or readable by other users.
         ValueError: peers are configured but there is neither a key file nor a token.
     """
-    if not config.peers:
+    if not config.probed_peers:
         return None
     # Here, not at the top: without peers (the default) the agent needs none of the probes' code.
     from rigmon.probes.wire import derive_key

@@ -146,10 +146,14 @@ class PeerProbeCollector:
         self.config = config
         self.key = key
         self._paths: dict[str, PeerPathSection] = {}
-        if config.peers:
+        peers = config.probed_peers
+        if peers:
             from rigmon.probes.sender import PathTarget
         targets: list[PathTarget] = []
-        for peer in config.peers:
+        self._own_note = config.own_peer_note
+        if self._own_note is not None:
+            log.info("%s", self._own_note)
+        for peer in peers:
             for path in peer.paths:
                 target = PathTarget(peer.name, path.name, path.address, path.target_port(config.probes),
                                     path.transport)
@@ -181,7 +185,7 @@ class PeerProbeCollector:
         from rigmon.probes.responder import ProbeResponder
 
         probes = self.config.probes
-        responder = ProbeResponder(self.config.node_name, self.key, frozenset(p.name for p in self.config.peers),
+        responder = ProbeResponder(self.config.node_name, self.key, frozenset(p.name for p in self.config.probed_peers),
                                    probes.reply_rate_per_s, probes.reply_burst, key_memory_s=probes.window_s)
         try:
             responder.bind(probes.bind, probes.port)
@@ -204,7 +208,8 @@ class PeerProbeCollector:
                 could not bind its port (the peers' probes of this node go unanswered).
         """
         if not self._paths:
-            raise NoData("no [[peers]] configured")
+            raise NoData("no [[peers]] configured" if self._own_note is None else
+                         f"no [[peers]] configured but this node ({self.config.node_name})")
         if self.sender is None:
             raise CollectorError("no probe key: set [probes] key_file, or [agent] token_file to derive it")
         if self._responder_error is not None:

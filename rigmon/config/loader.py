@@ -61,6 +61,25 @@ class AgentConfig(msgspec.Struct, frozen=True, gc=False):
         """The node's name: configured, else the host name."""
         return self.agent.node or socket.gethostname()
 
+    @property
+    def probed_peers(self) -> tuple[PeerSection, ...]:
+        """The ``[[peers]]`` this node probes and answers: all but an entry named as this node.
+
+        One file listing every node of the lab is meant to be copied unchanged to each of them: each
+        node skips itself (probing its own responder would read a loopback round trip as a link's).
+        """
+        name = self.node_name
+        return tuple(p for p in self.peers if p.name != name)
+
+    @property
+    def own_peer_note(self) -> str | None:
+        """What the agent and ``rigmon check`` say when ``[[peers]]`` lists this node; ``None`` when it does not."""
+        name = self.node_name
+        if all(p.name != name for p in self.peers):
+            return None
+        return (f"[[peers]] lists this node ({name}): skipped, not probed (the same peers file serves "
+                "every node of the lab)")
+
     def collector(self, name: str) -> CollectorSection:
         """Settings of one collector (defaults when not configured)."""
         return self.collectors.get(name, CollectorSection())

@@ -180,6 +180,8 @@ def _start_wire(scenario: Scenario, rig: SimRig, workdir: Path, seed: int
 
     Every node's responder gets a free UDP port on 127.0.0.1 and every node probes its peers
     through the wire's relays, with one probe key file shared by the rig (as a real cluster shares one).
+    Each node's ``[[peers]]`` lists the node itself too, straight to its own responder, as a peers file
+    copied unchanged to every node of a lab does: the agent skips it (it read a loopback round trip).
     """
     wire_paths = getattr(scenario, "wire_paths", None)
     if wire_paths is None:
@@ -205,9 +207,16 @@ def _start_wire(scenario: Scenario, rig: SimRig, workdir: Path, seed: int
         configs.append({"probes": {"bind": "127.0.0.1", "port": port, "key_file": str(key_file),
                                    "window_s": max(1.0, 10.0 / rig.clock.speed),
                                    "reply_rate_per_s": 2000.0, "reply_burst": 1000},
-                        "peers": wire.peers_config(index, names)})
+                        "peers": _with_itself(wire.peers_config(index, names), names[index], port)})
     wire.start(own_process=True)
     return wire, configs
+
+
+def _with_itself(peers: list[dict[str, object]], name: str, port: int) -> list[dict[str, object]]:
+    """``peers`` with the node itself among them (straight to its own responder on ``port``), in name
+    order: the lab's one ``[[peers]]`` list, as every node of a real lab may be given it unchanged."""
+    own: dict[str, object] = {"name": name, "paths": [{"name": "mgmt", "address": "127.0.0.1", "port": port}]}
+    return sorted([own, *peers], key=lambda peer: str(peer["name"]))
 
 
 @dataclass

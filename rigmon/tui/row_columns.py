@@ -13,6 +13,7 @@ from rigmon.cluster.node_view import OUT_OF_TOUCH, NodeView
 from rigmon.summary import (
     RAIL_CRITICAL_VOLTS,
     RAIL_WARN_VOLTS,
+    WORST_WINDOW_S,
     NodeSummary,
     PathCell,
     power_level,
@@ -43,14 +44,16 @@ COLUMNS: tuple[Column, ...] = (
     Column("cpu", "CPU", 5, 1),
     Column("net", "net", 9, 1),
 )
-#: The worst peer path's column, shown when any node probes peers (after ``links``).
-PATH_COLUMN = Column("path", "path", 6, 1)
+#: The worst peer path's column, shown when any node probes peers (after ``links``). Its figure is
+#: the worst path of the last `WORST_WINDOW_S`: the title says so, as the rail's does.
+PATH_COLUMN = Column("path", f"path {WORST_WINDOW_S:.0f}s", 8, 1)
 #: Columns when a node probes peers and the screen is wide enough for all of them.
 COLUMNS_WITH_PATH: tuple[Column, ...] = (*COLUMNS[:6], PATH_COLUMN, *COLUMNS[6:])
 #: Columns with peer paths at 80 columns: the CPU column gives way to the path (for tensor
-#: parallelism the round trip between nodes says more than CPU busy), the name is narrower.
+#: parallelism the round trip between nodes says more than CPU busy), the name is narrower (16 cells
+#: at 80 columns, the spare ones; at least 14, so that the layout fits 79).
 COLUMNS_WITH_PATH_NARROW: tuple[Column, ...] = (
-    Column("node", "node", 16, 2), *COLUMNS[1:6], PATH_COLUMN, COLUMNS[6], COLUMNS[8])
+    Column("node", "node", 14, 2), *COLUMNS[1:6], PATH_COLUMN, COLUMNS[6], COLUMNS[8])
 
 
 def least_width(columns: Sequence[Column]) -> int:

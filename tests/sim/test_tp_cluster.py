@@ -73,6 +73,10 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
                     healthy_p50.setdefault(name, []).append(p.rtt_p50_us)
                 if p.state != "unknown":
                     healthy_states.setdefault(name, []).append(p.state)
+            # Each node's [[peers]] lists it too (one lab file): it is skipped, never probed over loopback.
+            for agent in rig.agents:
+                own = agent.buffer.latest if agent.buffer else None
+                assert own is None or all(p.peer != own.node for p in own.readings.peer_paths), own
             fired = await fired_rules(rig.urls, per_node=True)
             if {"node02/peer_path_loss", "node03/peer_path_silent", "node04/peer_path_silent"} <= set(fired) \
                     and rig.rig.clock.elapsed() > TBNET_SILENT_FROM_S + 20:

@@ -46,8 +46,9 @@ async def test_the_cluster_row_shows_the_worst_path_and_the_header_its_column() 
         assert "1.8 ms" in three and "roce to node04 p99 1.8 ms, loss 2%" in three
         header = app.screen.query_one(ClusterHeader)
         titles = text(header.render(), header.size.width)
-        # At 80 columns CPU gives way to the path.
-        assert " path " in titles and "CPU" not in titles
+        # At 80 columns CPU gives way to the path; its figure is the worst of the last 60 s, and the
+        # title says so, as the rail's (it said "path", an operator read the latest round trip).
+        assert " path 60s " in titles and " rail 60s " in titles and "CPU" not in titles
         # The nodes with a silent path come first.
         assert [r.view.name for r in app.screen.query(NodeRow) if r.view][:2] == ["node01", "node02"]
 
@@ -57,7 +58,7 @@ async def test_no_path_column_when_no_node_probes() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, fleet, pilot)
         header = app.screen.query_one(ClusterHeader)
-        assert " path " not in text(header.render(), header.size.width)
+        assert "path" not in text(header.render(), header.size.width)
         assert not any(r.with_paths for r in app.screen.query(NodeRow))
         # No matrix to offer: the key does nothing and the footer does not list it.
         await pilot.press("l")

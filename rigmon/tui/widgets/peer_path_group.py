@@ -22,6 +22,26 @@ def micros(value: float | None) -> str:
     return fmt.MISSING if value is None else rtt(value)
 
 
+#: Most decimals a loss figure takes to stand on the right side of its limit.
+LOSS_MAX_DECIMALS = 4
+
+
+def loss_text(loss_pct: float | None, limit_pct: float | None) -> str:
+    """A window's loss (``3%``), with the decimals it needs near ``limit_pct`` to show on the same side
+    of it as the loss itself: ``2.4%`` over a 2 % limit (whole, it read ``2%``, amber, as if at the
+    limit and not over it), ``1.6%`` under it (``2%``, plain); ``2%`` at it. ``—`` unknown."""
+    if loss_pct is None:
+        return fmt.MISSING
+    figure = f"{loss_pct:.0f}"
+    for decimals in range(1, LOSS_MAX_DECIMALS + 1):
+        shown = float(figure)
+        if limit_pct is None or ((shown > limit_pct) == (loss_pct > limit_pct)
+                                 and (shown == limit_pct) == (loss_pct == limit_pct)):
+            break
+        figure = f"{loss_pct:.{decimals}f}"
+    return f"{figure}%"
+
+
 def path_state(path: PeerPathReading) -> str:
     """``ok``, ``degraded``, ``silent 12 s`` (since the last reply), ``unknown``; ``silent: key
     mismatch`` when the probe keys differ, and ``, peer flooded`` when its loss is suspect."""
@@ -50,7 +70,7 @@ class PeerPathGroup(SourceGroup):
         rows: list[list[RenderableType]] = []
         for path in paths:
             level = PATH_LEVELS.get(path.state)
-            loss = fmt.MISSING if path.loss_pct is None else f"{path.loss_pct:.0f}%"
+            loss = loss_text(path.loss_pct, path.loss_limit_pct)
             rows.append([
                 plain(path.peer),
                 plain(path.path + (" (tcp)" if path.transport == "tcp" else "")),
