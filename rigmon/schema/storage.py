@@ -73,7 +73,7 @@ class RaidMemberReading(Record, frozen=True):
     device: int | None = None
 
 
-class RaidArrayReading(Record, frozen=True, omit_defaults=True):
+class RaidArrayReading(Record, frozen=True):
     """One md array from /proc/mdstat and /sys/block/mdX/md.
 
     ``md_name`` is the /dev/md/NAME handle behind the kernel name (``raid0n0`` for md127).
@@ -112,8 +112,8 @@ class RaidArrayReading(Record, frozen=True, omit_defaults=True):
     write_bytes_per_s: float | None
     member_imbalance_pct: float | None
     vs_fastest_array_pct: float | None
-    # Added for arrays md cannot read now (additive; left out of the JSON while null, so the frames of
-    # arrays that are read are as they were).
+    # Added for arrays md cannot read now (additive: ``null`` while md is read). Every field is in the JSON
+    # (the journal's roll-up reads a record as a plain object of its fields: `rigmon.agent.journal.rollup`).
     health_last_read: RaidHealth | None = None
 
 
