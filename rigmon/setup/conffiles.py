@@ -45,12 +45,15 @@ def format_record(records: dict[str, str]) -> str:
     return "".join(f"{records[path]}  {path}\n" for path in sorted(records))
 
 
-def read_record(installer: Installer) -> dict[str, str]:
-    """The record in place; empty when there is none (an installation by an older rigmon) or it cannot be read."""
+def read_record(installer: Installer) -> dict[str, str] | None:
+    """The record in place; empty when there is none (an installation by an older rigmon), ``None`` when
+    this user cannot read it (a dry run by a user who cannot enter a private /etc/rigmon)."""
     try:
         return parse_record(installer.path(RECORD).read_text(errors="replace"))
-    except OSError:
+    except FileNotFoundError:
         return {}
+    except OSError:
+        return None
 
 
 def write_record(installer: Installer, records: dict[str, str]) -> None:
@@ -76,7 +79,8 @@ def record_written(installer: Installer, written: dict[str, bytes]) -> None:
 
     A kept file that differs (the operator's) keeps the record of what setup wrote before, if any.
     """
-    records = read_record(installer)
+    before = read_record(installer)
+    records = dict(before or {})
     for rel, content in written.items():
         try:
             held = installer.path(rel).read_bytes()
@@ -84,7 +88,7 @@ def record_written(installer: Installer, written: dict[str, bytes]) -> None:
             continue
         if held == content:
             records[rel] = digest(content)
-    if records != read_record(installer):
+    if records != before:
         write_record(installer, records)
 
 
@@ -94,6 +98,7 @@ def changed_since_written(path: Path, recorded: str | None) -> bool | None:
     Raises:
         OSError: the file cannot be read.
     """
+    held = path.read_bytes()
     if recorded is None:
         return None
-    return digest(path.read_bytes()) != recorded
+    return digest(held) != recorded

@@ -21,13 +21,19 @@ from rigmon.setup.udev_check import has_active_rules
 IDENTITY = (render.READ_TOKEN, render.CONTROL_TOKEN, render.TLS_CERT, render.TLS_KEY)
 
 
-def why_kept(installer: Installer, rel: str, recorded: str | None) -> str | None:
-    """Why an uninstall without ``--purge`` keeps the conffile ``rel`` in place, or ``None`` to remove it."""
+def why_kept(installer: Installer, rel: str, records: dict[str, str] | None) -> str | None:
+    """Why an uninstall without ``--purge`` keeps the conffile ``rel`` in place, or ``None`` to remove it.
+
+    Args:
+        records: the record of what setup wrote (`read_record`), ``None`` when this user cannot read it.
+    """
     path = installer.path(rel)
     try:
-        changed = changed_since_written(path, recorded)
+        changed = changed_since_written(path, (records or {}).get(rel))
     except OSError as exc:
         return f"this user cannot read it to tell whether you changed it ({exc.strerror or exc})"
+    if records is None:
+        return f"this user cannot read {RECORD} to tell whether you changed it"
     if changed:
         return "changed since setup wrote it"
     if changed is False:
@@ -51,10 +57,11 @@ def uninstall(installer: Installer, user: str, purge: bool) -> None:
     records = read_record(installer)
     kept = False
     for rel in CONFFILES:
-        why = None if purge or not installer.exists(rel) else why_kept(installer, rel, records.get(rel))
+        why = None if purge or not installer.exists(rel) else why_kept(installer, rel, records)
         if why is None:
             installer.remove(rel)
-            records.pop(rel, None)
+            if records is not None:
+                records.pop(rel, None)
         else:
             installer.say(f"kept {rel}: {why}; --purge removes it")
             kept = True
@@ -64,7 +71,8 @@ def uninstall(installer: Installer, user: str, purge: bool) -> None:
             installer.remove(rel)
         installer.remove(RECORD)
     else:
-        write_record(installer, records)
+        if records is not None:
+            write_record(installer, records)
         if identity:
             installer.say(f"kept {', '.join(identity)}: the node's tokens and certificate, which its dashboards "
                           "and Prometheus hold; setup agent uses them again; --purge removes them")
