@@ -18,13 +18,15 @@ from rigmon.config import DEFAULT_PORT, split_listen
 from rigmon.lazy_re import lazy_compile
 from rigmon.setup import render
 from rigmon.setup.client_help import dashboard_help, scrape_help
+from rigmon.setup.conffiles import record_written
 from rigmon.setup.plan import Installer
 from rigmon.setup.service_access import (
     hidden_because,
     hidden_from_service,
     unreadable_by_service,
 )
-from rigmon.setup.udev_check import never_matching
+from rigmon.setup.udev_check import has_active_rules, never_matching
+from rigmon.setup.uninstall import uninstall
 
 #: Supplementary groups of the agent's user, where the machine has them: the serial ADC, GPU nodes.
 WANTED_GROUPS = ("dialout", "video", "render")
@@ -397,8 +399,8 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
                               f"(--tls-name, --listen): clients reaching the agent by that name refuse it. Delete "
                               f"{render.TLS_CERT} and {render.TLS_KEY} and run this again to make one that is, then "
                               "give every client (dashboards' ca_file, Prometheus' CA file) the new certificate")
-    installer.write(render.CONFIG_FILE, render.agent_toml(settings, hardware).encode(), 0o644, keep=True,
-                    what="agent configuration")
+    config = render.agent_toml(settings, hardware).encode()
+    installer.write(render.CONFIG_FILE, config, 0o644, keep=True, what="agent configuration")
     unit = render.systemd_unit(settings)
     unit_before = read_text_or_none(installer.path(render.UNIT_FILE))
     unit_changed = installer.write(render.UNIT_FILE, unit.encode(), 0o644, what="systemd unit")
@@ -411,9 +413,12 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
     # The operator gives the ADC its name by uncommenting a line of this file (README); rewritten, a
     # re-run (--read-token-file on every node of a lab) took the name away and the agent lost its ADC.
     edited = has_active_rules(installer.path(render.UDEV_FILE))
-    udev_changed = installer.write(render.UDEV_FILE, render.udev_rules(hardware).encode(), 0o644, keep=edited,
+    rules = render.udev_rules(hardware).encode()
+    udev_changed = installer.write(render.UDEV_FILE, rules, 0o644, keep=edited,
                                    what="udev rule for the ADC, with your uncommented lines" if edited else
                                    "udev rule for the ADC")
+    # What an uninstall removes without --purge: these files as setup wrote them, not as the operator edited them.
+    record_written(installer, {render.CONFIG_FILE: config, render.UDEV_FILE: rules})
     for line in never_matching(read_text_or_none(installer.path(render.UDEV_FILE)) or "") if edited else ():
         installer.warn(f"{render.UDEV_FILE}: this line never matches (its KERNELS is a USB interface, its ATTRS "
                        f"are the USB device's; udev wants both on one device): {line}; write the device's KERNELS "
@@ -471,34 +476,3 @@ def replaced_settings(before: str | None, after: str) -> list[str]:
     kept = set(after.splitlines())
     return [line.strip() for line in before.splitlines()
             if line.strip() and not line.lstrip().startswith(("#", ";")) and line not in kept]
-
-
-def has_active_rules(path: Path) -> bool:
-    """Whether a udev rules file in place has a line that is not a comment (one the operator uncommented)."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return False
-    return any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines())
-
-
-def uninstall(installer: Installer, user: str, purge: bool) -> None:
-    """Stop the service and remove what `install` wrote (and, with ``purge``, the journal and user)."""
-    if installer.exists(render.UNIT_FILE):
-        installer.run(["systemctl", "disable", "--now", render.UNIT_NAME], check=False)
-    for rel in (render.UNIT_FILE, render.UDEV_FILE, render.CONFIG_FILE, render.READ_TOKEN, render.CONTROL_TOKEN,
-                render.TLS_CERT, render.TLS_KEY, render.CONFIG_DIR):
-        installer.remove(rel)
-    if installer.changed:
-        installer.run(["systemctl", "daemon-reload"], check=False)
-        installer.run(["udevadm", "control", "--reload"], check=False)
-    if purge:
-        installer.remove_tree(render.STATE_DIR)
-        try:
-            exists = pwd.getpwnam(user) is not None if installer.real else True
-        except KeyError:
-            exists = False
-        if exists:
-            installer.run(["userdel", user])
-    elif installer.exists(render.STATE_DIR):
-        installer.say(f"kept {render.STATE_DIR}/ (the journal) and the user {user}: --purge removes them")

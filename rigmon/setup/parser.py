@@ -35,9 +35,12 @@ def add_setup_parser(sub: Any, epilog: str) -> None:
                        help="exit 3 when done with warnings (a kept certificate lacking a name asked for, a kept "
                             "agent.toml that differs from the flags, ...), not 0: for scripts and Ansible")
     agent.add_argument("--uninstall", action="store_true",
-                       help="stop and remove the service, unit, udev rule, configuration and tokens "
-                            "(the journal and the user stay unless --purge)")
-    agent.add_argument("--purge", action="store_true", help="with --uninstall: also the state directory and the user")
+                       help="stop and remove the service, the unit, and the configuration and udev rule as "
+                            "setup wrote them (ones you changed, the tokens and certificate, the journal and "
+                            "the user stay unless --purge)")
+    agent.add_argument("--purge", action="store_true",
+                       help="with --uninstall: also what it keeps (changed files, tokens, certificate, "
+                            "journal, user)")
     agent.add_argument("--root", default="/", metavar="DIR",
                        help="install below DIR (default /; packaging, tests: no user is created, nothing is started)")
     agent.add_argument("--hw-root", default="/", metavar="DIR",

@@ -228,6 +228,21 @@ def systemd_unit(settings: Settings) -> str:
     return "\n".join(out) + "\n"
 
 
+#: What makes udev match a value as a glob (fnmatch(3)), where a backslash before one makes it literal. A value
+#: without any is compared as it is (a ``]`` alone is itself either way, and an escaped one would not be).
+_UDEV_GLOB = "*?["
+
+
+def udev_match_value(value: str) -> str | None:
+    """``value`` as a udev match value (``ATTRS{serial}=="..."``) that matches that string and no other,
+    or ``None`` when none can: a ``"`` ends the value (udev before 247 has no ``\\"``), ``|`` separates
+    alternative patterns, a ``\\`` escapes the next character (and before the closing quote newer udev
+    reads it as ``\\"``), and a control character ends or garbles the line. Glob characters are escaped."""
+    if any(c in '"|\\' or ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return None
+    return "".join(f"\\{c}" if c in _UDEV_GLOB else c for c in value)
+
+
 def udev_rules(hw: Hardware) -> str:
     """deploy/udev/99-rigmon-adc.rules, plus a ready line for each USB serial device found."""
     text = _template("udev", "99-rigmon-adc.rules")
@@ -241,13 +256,24 @@ def udev_rules(hw: Hardware) -> str:
              "# Serial devices `rigmon setup agent` found; uncomment one line of the ADC's (one name each):",
              "# rigmon-psu0 for rigmon's RM1 firmware, rigmon-pzem0 for a PZEM-017 meter's RS-485 adapter."]
     for dev in found:
-        serial = f', ATTRS{{serial}}=="{dev.serial}"' if dev.serial else ""
+        serial = udev_match_value(dev.serial) if dev.serial else None
+        if dev.serial and serial is None:
+            # Written as it is, the line named other devices too (a glob, an alternative) or broke (a `"`).
+            said = (f"its USB serial number {_toml(dev.serial)} holds a character no udev match value can "
+                    "(\", |, \\ or a control character)")
+            if not dev.usb_device:
+                lines.append(f"# {dev.path}: no line: {said}; match it by its USB port, the KERNELS that "
+                             "`udevadm info -a` shows beside ATTRS{idVendor}")
+                continue
+            lines.append(f"# {dev.path} ({said}: the lines name its USB port)")
+        else:
+            lines.append(f"# {dev.path}" + ("" if dev.serial else " (no serial number: the lines name its USB port)"))
         # Without a serial number the line would name every such adapter: pin it to its USB port, on the
         # same device as the ATTRS (udev matches a rule's parent keys on one device).
-        port = f'KERNELS=="{dev.usb_device}", ' if not dev.serial and dev.usb_device else ""
-        lines.append(f"# {dev.path}" + ("" if dev.serial else " (no serial number: the lines name its USB port)"))
+        port = f'KERNELS=="{dev.usb_device}", ' if serial is None and dev.usb_device else ""
+        match = f', ATTRS{{serial}}=="{serial}"' if serial is not None else ""
         for name in ("rigmon-psu0", "rigmon-pzem0"):
             lines.append(f'# SUBSYSTEM=="tty", {port}ATTRS{{idVendor}}=="{dev.vendor_id}", '
-                         f'ATTRS{{idProduct}}=="{dev.product_id}"{serial}, SYMLINK+="{name}", GROUP="dialout", '
+                         f'ATTRS{{idProduct}}=="{dev.product_id}"{match}, SYMLINK+="{name}", GROUP="dialout", '
                          f'MODE="0660", ENV{{ID_MM_DEVICE_IGNORE}}="1"')
     return "\n".join(lines) + "\n"

@@ -1,8 +1,9 @@
-"""Lines of a kept udev rules file that can never match a USB serial device (pure: text in, lines out)."""
+"""A kept udev rules file: whether the operator uncommented a line, and which lines can never match."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 #: ``KERNELS=="1-2.3:1.0"``: a USB interface's name (``BUS-PORT[.PORT]:CONFIG.INTERFACE``).
 _INTERFACE_KERNELS = re.compile(r'KERNELS=="[0-9]+-[0-9.]+:[0-9]+\.[0-9]+"')
@@ -17,3 +18,12 @@ def never_matching(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines()
             if line.strip() and not line.lstrip().startswith("#")
             and _INTERFACE_KERNELS.search(line) and _DEVICE_ATTRS.search(line)]
+
+
+def has_active_rules(path: Path) -> bool:
+    """Whether a udev rules file in place has a line that is not a comment (one the operator uncommented)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return False
+    return any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines())

@@ -28,6 +28,7 @@ FILES = {  # path on the node -> mode
     "etc/rigmon/control.token": 0o600,
     "etc/rigmon/agent.pem": 0o644,
     "etc/rigmon/agent.key": 0o600,
+    "etc/rigmon/setup-written.sha256": 0o644,  # what setup wrote, for --uninstall
     "etc/systemd/system/rigmon-agent.service": 0o644,
     "etc/udev/rules.d/99-rigmon-adc.rules": 0o644,
 }
@@ -90,7 +91,7 @@ def test_install_is_idempotent_and_uninstall_removes_it(tmp_path: Path) -> None:
     assert (tmp_path / "etc/rigmon/read.token").stat().st_mode & 0o777 == 0o600
     assert "set mode 600 on /etc/rigmon/read.token" in third.stdout
 
-    removed = setup_agent(tmp_path, "--uninstall")
+    removed = setup_agent(tmp_path, "--uninstall", "--purge")  # without --purge: test_setup_uninstall.py
     assert removed.returncode == 0, removed.stderr
     assert files_of(tmp_path) == {} and not (tmp_path / "etc/rigmon").exists()
     assert "removed /etc/systemd/system/rigmon-agent.service" in removed.stdout

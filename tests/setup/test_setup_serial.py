@@ -7,6 +7,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 from rigmon.config import load_agent_config
 from rigmon.setup.detect import detect_hardware
 from rigmon.setup.render import Settings, agent_toml, udev_rules
@@ -240,3 +242,53 @@ def test_readme_and_the_rule_file_reload_udev_as_setup_does() -> None:
     told = (REPO / "README.md").read_text() + (REPO / "deploy/udev/99-rigmon-adc.rules").read_text()
     triggers = re.findall(r"udevadm control --reload && (?:sudo )?(udevadm trigger[^`\n]*)", told)
     assert len(triggers) == 2 and all(t == "udevadm trigger --subsystem-match=tty" for t in triggers), triggers
+
+
+def _offered(node: Path) -> list[str]:
+    rules = udev_rules(detect_hardware(str(node), collectors=()))
+    return [line[2:] for line in rules.split("found; uncomment")[1].splitlines() if line.startswith("# SUBSYSTEM")]
+
+
+@pytest.mark.parametrize(("serial", "other"), [("A5*", "A5XY"), ("A5?", "A5X"), ("A5[0-9]", "A55"),
+                                               ("A5]]", "A5]")])
+def test_a_serial_number_with_glob_characters_names_only_its_device(tmp_path: Path, serial: str, other: str) -> None:
+    # udev match values are globs: ATTRS{serial}=="A5*" named every adapter whose serial starts A5 (a console
+    # cable took /dev/rigmon-psu0), and "A5[0-9]" named not the device whose serial it is but its neighbours.
+    node, elsewhere = tmp_path / "node", tmp_path / "other"
+    usb_serial_tty(node, "ttyUSB0", "0403", "6001", serial, FTDI_BY_ID)
+    usb_serial_tty(elsewhere, "ttyUSB0", "0403", "6001", other, FTDI_BY_ID)
+    offered = _offered(node)
+    assert len(offered) == 2 and all("ATTRS{serial}" in line for line in offered)
+    assert all(rule_matches(line, node, "ttyUSB0") and not rule_matches(line, elsewhere, "ttyUSB0")
+               for line in offered)
+
+
+@pytest.mark.parametrize(("serial", "other"), [('AB"C', "AB"), ("AB\\", "AB"), ("A5|B7", "B7"), ("A5\nX", "A5")])
+def test_a_serial_number_no_udev_value_can_hold_gives_lines_by_usb_port(tmp_path: Path, serial: str,
+                                                                          other: str) -> None:
+    # A `"` ended the value early (the rest of the line garbled: SYMLINK+= went missing or was misread), a
+    # trailing backslash made newer udev read the closing quote as part of the value, `|` made "A5|B7" match
+    # a device with serial B7, and a newline put the rest of the line on an uncommented line of its own.
+    node, elsewhere = tmp_path / "node", tmp_path / "other"
+    usb_serial_tty(node, "ttyUSB0", "0403", "6001", serial, FTDI_BY_ID, usb_dev="1-2.3")
+    usb_serial_tty(elsewhere, "ttyUSB0", "0403", "6001", other, FTDI_BY_ID, usb_dev="1-4")
+    rules = udev_rules(detect_hardware(str(node), collectors=()))
+    assert all(not line.strip() or line.startswith("#") for line in rules.splitlines())
+    offered = _offered(node)
+    assert len(offered) == 2 and all("ATTRS{serial}" not in line and 'KERNELS=="1-2.3"' in line for line in offered)
+    assert [symlinks(line) for line in offered] == [["rigmon-psu0"], ["rigmon-pzem0"]]
+    assert all(rule_matches(line, node, "ttyUSB0") and not rule_matches(line, elsewhere, "ttyUSB0")
+               for line in offered)
+    assert "holds a character no udev match value can" in rules
+
+
+def test_a_serial_number_no_udev_value_can_hold_without_a_usb_port_gives_no_line() -> None:
+    from rigmon.hw.serial_ports import SerialDevice
+    from rigmon.setup.detect import Hardware
+
+    dev = SerialDevice(path=FTDI_BY_ID, tty="ttyUSB0", vendor_id="0403", product_id="6001", serial='AB"C',
+                       named_by_rigmon=False)
+    rules = udev_rules(Hardware(serial=[dev]))
+    found = rules.split("found; uncomment")[1]
+    assert "SUBSYSTEM" not in found
+    assert f'# {FTDI_BY_ID}: no line: its USB serial number "AB\\"C" holds a character' in found

@@ -90,3 +90,9 @@ def test_a_dry_run_by_a_user_who_cannot_read_the_secrets_shows_the_plan(tmp_path
     assert "Traceback" not in removal.stderr
     assert "would remove /etc/rigmon/read.token" in removal.stdout
     assert files_of(tmp_path) == before
+    # Without --purge it cannot tell whether agent.toml was edited: it says it keeps it, and why.
+    removal = dry_run(prefix, tmp_path, "--uninstall")
+    assert removal.returncode == 0, removal.stderr
+    assert "Traceback" not in removal.stderr
+    assert "kept /etc/rigmon/agent.toml: this user cannot read it to tell whether you changed it" in removal.stdout, removal.stdout
+    assert files_of(tmp_path) == before

@@ -4,11 +4,11 @@ search the device and its parents, and all of them must match on the same one.""
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from pathlib import Path
 
-_KEY = re.compile(r'\s*([A-Z_]+)(?:\{([^}]*)\})?\s*(==|!=|\+=|:=|=)\s*"([^"]*)"\s*(?:,|$)')
+# A value runs to the first `"` that no backslash precedes: newer udev (systemd 247+) reads `\\"` as a quote in it.
+_KEY = re.compile(r'\s*([A-Z_]+)(?:\{([^}]*)\})?\s*(==|!=|\+=|:=|=)\s*"((?:\\"|[^"])*)"\s*(?:,|$)')
 PARENT_KEYS = ("KERNELS", "SUBSYSTEMS", "DRIVERS", "ATTRS")
 
 
@@ -19,9 +19,40 @@ def parse_rule(line: str) -> list[tuple[str, str | None, str, str]]:
     while pos < len(line):
         m = _KEY.match(line, pos)
         assert m is not None, f"cannot parse the rule from {line[pos:]!r}"
-        keys.append((m.group(1), m.group(2), m.group(3), m.group(4)))
+        keys.append((m.group(1), m.group(2), m.group(3), m.group(4).replace('\\"', '"')))
         pos = m.end()
     return keys
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    """C fnmatch(3) without flags, as udev calls it: ``*``, ``?``, ``[...]`` (``!`` negates), and a backslash
+    making the next character literal (Python's fnmatch has no escape)."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if c == "[":
+            end = pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "]") else i + 1)
+            if end > 0:
+                body = pattern[i + 1:end]
+                negate = body.startswith("!")
+                chars = "".join(re.escape(x) if x != "-" else "-" for x in body[negate:])
+                out.append(f"[{'^' if negate else ''}{chars}]")
+                i = end + 1
+                continue
+        out.append(".*" if c == "*" else "." if c == "?" else re.escape(c))
+        i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+def udev_value_matches(value: str, held: str) -> bool:
+    """Whether a rule's match value matches ``held`` as udev does: ``|`` separates alternative patterns, and
+    one without ``*``, ``?`` or ``[`` is compared as it is (a backslash in it is itself)."""
+    return any(_glob(alternative).fullmatch(held) if any(c in alternative for c in "*?[") else alternative == held
+               for alternative in value.split("|"))
 
 
 def _chain(root: Path, tty: str) -> list[Path]:
@@ -42,12 +73,12 @@ def _attr(dev: Path, name: str) -> str | None:
 
 def _parent_matches(dev: Path, key: str, attr: str | None, value: str) -> bool:
     if key == "KERNELS":
-        return fnmatch.fnmatchcase(dev.name, value)
+        return udev_value_matches(value, dev.name)
     if key == "ATTRS":
         held = _attr(dev, attr or "")
-        return held is not None and fnmatch.fnmatchcase(held.strip(), value)
+        return held is not None and udev_value_matches(value, held.strip())
     link = dev / ("subsystem" if key == "SUBSYSTEMS" else "driver")
-    return link.is_symlink() and fnmatch.fnmatchcase(Path(link.readlink()).name, value)
+    return link.is_symlink() and udev_value_matches(value, Path(link.readlink()).name)
 
 
 def rule_matches(line: str, root: Path, tty: str) -> bool:
@@ -57,7 +88,7 @@ def rule_matches(line: str, root: Path, tty: str) -> bool:
     for key, _, op, value in keys:
         if key == "SUBSYSTEM" and (value == "tty") != (op == "=="):
             return False
-        if key == "KERNEL" and fnmatch.fnmatchcase(tty, value) != (op == "=="):
+        if key == "KERNEL" and udev_value_matches(value, tty) != (op == "=="):
             return False
     parent = [k for k in keys if k[0] in PARENT_KEYS]
     return not parent or any(all(_parent_matches(dev, key, attr, value) for key, attr, _, value in parent)
