@@ -98,7 +98,9 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     GpuProcessReading: RecordMetrics("gpu_process", labels=("pid", "vendor", "gpu_index=gpu", "pci_bus_id", "user",
                                                             "command"),
                                      skip=("cmdline", "gpu_uuid", "uid", "kind", "state", "agent_other_pid_ns")),
-    AmdGpuReading: RecordMetrics("amd_gpu", labels=("card", "pci_bus_id")),
+    # The DRM card number follows the drivers' probe order and may change at a reboot: as a label it continued one
+    # GPU's series as another's. The PCI address is the GPU's of every boot; this boot's card is info.
+    AmdGpuReading: RecordMetrics("amd_gpu", labels=("pci_bus_id",), info=("card",)),
     KernelLogReading: RecordMetrics("kernel_log"),
     # The ADC's id comes with its first window, a second or two after the port opened: as a label it made every
     # rail series twice at each agent start (device_id "" and then the id). It names the board: info.

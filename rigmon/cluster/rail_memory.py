@@ -15,15 +15,19 @@ import msgspec
 from rigmon.schema import Event
 from rigmon.summary import RAIL_WARN_VOLTS
 
-#: A rail sag at most this many seconds before a GPU loss is named as its likely cause
-#: (incident 1: the GPUs drop within tenths of a second to seconds of the sag).
+#: A rail sag at most this many seconds before a GPU loss is named with the loss (the latest
+#: one when none came within `SAG_CLOSE_S`; the text says how long before).
 SAG_BEFORE_S = 30.0
+#: The GPUs drop within tenths of a second to seconds of the sag that takes them off the bus
+#: (incident 1): the lowest rail minimum this close before a loss is its sag, however much
+#: deeper an earlier one was.
+SAG_CLOSE_S = 2.0
 #: Seconds of rail minima a `RailMemory` keeps to look back from a loss.
 RAIL_MEMORY_S = 120.0
 
 
 class Sag(msgspec.Struct, frozen=True, gc=False):
-    """The lowest rail minimum seen shortly before a moment (volts at Unix seconds ``at``);
+    """The rail minimum of the sag seen shortly before a moment (volts at Unix seconds ``at``);
     ``before`` is that moment (the GPU loss), when known.
 
     A frozen msgspec Struct of three numbers (no cycle possible: untracked by the cycle collector)."""
@@ -36,8 +40,8 @@ class Sag(msgspec.Struct, frozen=True, gc=False):
 class RailMemory:
     """Rail minima of a node's recent frames, and the sag found before each GPU loss.
 
-    The node store feeds it every frame; a ``gpu_lost`` event looks back `SAG_BEFORE_S` for
-    the lowest rail minimum below the warning limit, kept by GPU index for `cause_of`.
+    The node store feeds it every frame; a ``gpu_lost`` event looks back for the sag just before
+    it (`sag_before`), kept by GPU index for `cause_of`.
     """
 
     def __init__(self, keep_s: float = RAIL_MEMORY_S) -> None:
@@ -76,13 +80,30 @@ class RailMemory:
         return dict(self._causes)
 
 
-def sag_before(points: Iterable[tuple[float, float]], at: float, window_s: float = SAG_BEFORE_S) -> Sag | None:
-    """The lowest rail minimum below `RAIL_WARN_VOLTS` within ``window_s`` before ``at`` (a frame
-    taken up to a second after ``at`` counts: its ADC windows end at its time)."""
-    low = [(v, t) for t, v in points if at - window_s <= t <= at + 1.0 and v < RAIL_WARN_VOLTS]
-    if not low:
+def sag_before(points: Iterable[tuple[float, float]], at: float, window_s: float = SAG_BEFORE_S,
+               close_s: float = SAG_CLOSE_S) -> Sag | None:
+    """The sag before a GPU loss at ``at``: the lowest rail minimum below `RAIL_WARN_VOLTS` within
+    ``close_s`` before ``at`` (a frame taken up to a second after ``at`` counts: its ADC windows
+    end at its time); when none came that close, the lowest of the latest run of minima below the
+    limit within ``window_s`` (not the deepest of the window: a sag that the rail recovered from
+    20 s before did not take the GPU off the bus, and the text says how long before it was)."""
+    seen = sorted((t, v) for t, v in points if at - window_s <= t <= at + 1.0)
+    close = [(v, t) for t, v in seen if t >= at - close_s and v < RAIL_WARN_VOLTS]
+    if close:
+        volts, t = min(close)
+        return Sag(at=t, volts=volts)
+    latest: list[tuple[float, float]] = []
+    recovered = False
+    for t, v in seen:
+        if v >= RAIL_WARN_VOLTS:
+            recovered = True
+            continue
+        if recovered:
+            latest, recovered = [], False  # the rail came back above the limit: a new sag
+        latest.append((v, t))
+    if not latest:
         return None
-    volts, t = min(low)
+    volts, t = min(latest)
     return Sag(at=t, volts=volts)
 
 

@@ -63,7 +63,7 @@ class CardHwmon:
 
 
 class AmdGpuCollector(PolledCollector):
-    """Every amdgpu card under /sys/class/drm.
+    """Every amdgpu card under /sys/class/drm, listed by PCI address (a card number may change at a reboot).
 
     Which of a card's hwmon files to read is worked out once per card (see `DeviceFacts`): again
     when the hwmon devices registered change (amdgpu reloaded registers the card's hwmon device
@@ -87,7 +87,7 @@ class AmdGpuCollector(PolledCollector):
         self._chips: list[HwmonChip] = []
 
     def collect(self) -> Sequence[object]:
-        out: list[object] = []
+        out: list[AmdGpuReading] = []
         cards = [card for card in self.root.listdir("/sys/class/drm") if _CARD.match(card)]
         # Connectors (card0-eDP-1) and render nodes are not cards.
         self._chips = hwmon_registrations(self.root)
@@ -99,6 +99,9 @@ class AmdGpuCollector(PolledCollector):
             out.append(self._card(card, dev))
         if not out:
             raise NoData("no amdgpu device")
+        # By PCI address, the GPU's of every boot: the card numbers follow the drivers' probe order and may
+        # change at a reboot, and an alarm's subject, a GPU without an identity field, is its place in the list.
+        out.sort(key=lambda r: (r.pci_bus_id is None, r.pci_bus_id or "", r.card))
         return out
 
     def _find_hwmon(self, card: str) -> CardHwmon:

@@ -26,6 +26,18 @@ PASSWD = (
 )
 
 
+def add_user(tree: Tree, user: str, uid: int) -> None:
+    """Put ``user`` in the node's ``/etc/passwd`` (the base accounts first when there is none yet),
+    as a real machine has every job's user before the job starts: a job after another adds its own."""
+    path = tree.path("/etc/passwd")
+    text = path.read_text(encoding="utf-8") if path.exists() else PASSWD
+    if any(line.split(":", 1)[0] == user for line in text.splitlines()):
+        if not path.exists():
+            tree.write("/etc/passwd", text)
+        return
+    tree.write("/etc/passwd", text + f"{user}:x:{uid}:{uid}::/home/{user}:/bin/bash\n")
+
+
 @dataclass
 class SimProcess:
     """One process of the fake /proc: identity, state, and the wait status once it is a zombie."""
@@ -101,6 +113,7 @@ class SimDdpJob:
     _checkpoints: int = 0
     _lost_at_s: dict[int, float] = field(default_factory=dict)
     _written: dict[int, str] = field(default_factory=dict)
+    _user_added: bool = False
 
     def __post_init__(self) -> None:
         self.gpus.memory_from_processes = True
@@ -169,8 +182,9 @@ class SimDdpJob:
                                              argv=self.argv, start_ticks=ticks + 35, gpu_index=gpu.index))
 
     def write(self, tree: Tree) -> None:
-        if not tree.path("/etc/passwd").exists():
-            tree.write("/etc/passwd", PASSWD + f"{self.user}:x:{self.uid}:{self.uid}::/home/{self.user}:/bin/bash\n")
+        if not self._user_added:
+            add_user(tree, self.user, self.uid)
+            self._user_added = True
         if not self.in_agent_namespace:
             return
         for proc in self.processes:
@@ -222,6 +236,7 @@ class SimAmdJob:
     busy_ns: int = 0
     started: bool = False
     _proc: SimProcess | None = None
+    _user_added: bool = False
 
     def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
         if t_s < self.start_s:
@@ -232,14 +247,16 @@ class SimAmdJob:
         self.busy_ns += int(self.gpu.busy_pct / 100.0 * dt_s * 1e9)
 
     def write(self, tree: Tree) -> None:
+        if not self._user_added:
+            # The user exists before the job starts (an agent reads user names once a minute).
+            add_user(tree, self.user, self.uid)
+            self._user_added = True
         proc = self._proc
         if proc is None:
             return
         base = f"/proc/{proc.pid}"
         if not self.started:
             self.started = True
-            if not tree.path("/etc/passwd").exists():
-                tree.write("/etc/passwd", PASSWD + f"{self.user}:x:{self.uid}:{self.uid}::/home/{self.user}:/bin/bash\n")
             tree.write(f"{base}/stat", proc_stat_line(proc))
             tree.write(f"{base}/status", proc_status(proc, self.user))
             tree.write(f"{base}/cmdline", "\0".join(proc.argv).encode() + b"\0")

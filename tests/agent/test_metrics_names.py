@@ -257,3 +257,31 @@ def test_the_rails_series_keep_one_identity_from_the_agents_first_frame() -> Non
                     identities.add(tuple(sorted(s.labels.items())))
     assert identities == {(("node", frames[0].node), ("port", frames[0].readings.psu_rail.port))}
     assert infos == {"", "AU00000000000000"}
+
+
+def test_an_amd_gpus_series_keep_their_identity_when_its_card_number_changes_at_a_reboot() -> None:
+    # The DRM card number follows the order drivers probe in: after a reboot card0 may be card1, and a
+    # series keyed by it continued as another GPU's. The PCI address is the GPU's of every boot; the card
+    # of this boot is on its info series.
+    frame = load_frames("strix-amd-gpu")[-1]
+    (amd,) = frame.readings.amd_gpus
+    assert amd.card == "card0" and amd.pci_bus_id
+
+    def series(frame: Frame) -> tuple[set[tuple[str, tuple[tuple[str, str], ...]]], list[dict[str, str]]]:
+        identities, infos = set(), []
+        for family in make_registry(FrameCollector(lambda: frame)).collect():
+            for s in family.samples:
+                if s.name == "rigmon_amd_gpu_info":
+                    infos.append(s.labels)
+                elif s.name.startswith("rigmon_amd_gpu_"):
+                    identities.add((s.name, tuple(sorted(s.labels.items()))))
+        return identities, infos
+
+    rebooted = msgspec.structs.replace(frame, readings=msgspec.structs.replace(
+        frame.readings, amd_gpus=(msgspec.structs.replace(amd, card="card1"),)))
+    before, info_before = series(frame)
+    after, info_after = series(rebooted)
+    assert before and before == after
+    assert all(dict(labels) == {"node": frame.node, "pci_bus_id": amd.pci_bus_id} for _, labels in before)
+    assert info_before == [{"node": frame.node, "pci_bus_id": amd.pci_bus_id, "card": "card0"}]
+    assert info_after == [{"node": frame.node, "pci_bus_id": amd.pci_bus_id, "card": "card1"}]

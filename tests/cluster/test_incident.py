@@ -33,7 +33,9 @@ def store_of(fixture: str, count: int | None = None) -> NodeStore:
 def test_a_lost_gpu_names_the_sag_before_it() -> None:
     store = store_of("v100-gpu-lost-rail-sag")
     view = store.view()
-    assert reason(view.problems) == "GPU 3 lost 6 s after rail 11.255 V"
+    # The rail sagged to 11.255 V 6 s before the loss, came back above 11.7 V, and sagged to
+    # 11.357 V: that second sag, just before the loss, is the one named.
+    assert reason(view.problems) == "GPU 3 lost 2.0 s after rail 11.357 V"
     assert view.problems[0].level == "bad"
 
 
@@ -42,7 +44,7 @@ def test_the_timeline_puts_the_sag_before_the_loss_and_lists_each_step_once() ->
     steps = timeline(merge_xid_events(tuple(store.events)), store.rail.causes())
     texts = [s.text for s in steps]
     sag = next(i for i, t in enumerate(texts) if "11.26 V is below 11.5 V" in t)
-    lost = next(i for i, t in enumerate(texts) if t.startswith("GPU 3 lost 6 s after rail 11.255 V"))
+    lost = next(i for i, t in enumerate(texts) if t.startswith("GPU 3 lost 2.0 s after rail 11.357 V"))
     assert sag < lost
     # The rail warning and critical that fired together are one step; the Xid 79, the GPU
     # lost and their alarms are one step.
@@ -110,11 +112,25 @@ def test_a_sag_without_a_loss_is_named_to_the_millivolt() -> None:
 
 
 def test_sag_before_looks_back_only_below_the_warning_limit() -> None:
-    points = [(0.0, 11.9), (5.0, 11.26), (9.0, 11.6), (10.0, 11.8)]
+    points = [(0.0, 11.9), (5.0, 11.26), (9.0, 11.72), (10.0, 11.8)]
     assert sag_before(points, 10.2) == Sag(5.0, 11.26)
     assert sag_before(points, 100.0) is None
     assert sag_before([(0.0, 11.9)], 1.0) is None
     assert after_sag(Sag(5.0, 11.255), 5.8) == "0.8 s after rail 11.255 V"
+
+
+def test_the_sag_named_is_the_one_just_before_the_loss_not_a_deeper_one_long_before() -> None:
+    """A guarded undervolt-bus-drop run blamed GPU 3's loss on a sag 22 s earlier: the deepest of
+    30 s, though the rail recovered after it and sagged again 0.8 s before the loss."""
+    points = [(0.0, 11.98), (1.0, 11.255), (2.0, 11.97), (12.0, 11.38), (13.0, 11.97), (22.2, 11.39),
+              (23.0, 11.6), (24.0, 11.95)]
+    assert sag_before(points, 23.0) == Sag(22.2, 11.39)
+    assert after_sag(Sag(22.2, 11.39), 23.0) == "0.8 s after rail 11.390 V"
+    # None that close: the latest sag (its lowest minimum), and the text says how long before.
+    assert sag_before(points, 18.0) == Sag(12.0, 11.38)
+    assert after_sag(Sag(12.0, 11.38), 18.0) == "6 s after rail 11.380 V"
+    # One sag over several frames: its lowest minimum.
+    assert sag_before([(0.0, 11.9), (5.0, 11.5), (6.0, 11.26), (7.0, 11.6), (8.0, 11.9)], 12.0) == Sag(6.0, 11.26)
 
 
 def test_rail_memory_keeps_the_cause_of_each_loss() -> None:

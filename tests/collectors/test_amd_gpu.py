@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from rigmon.alarms.selector import parse_selector
 from rigmon.collectors.amd_gpu import AmdGpuCollector, parse_dpm_current
 from rigmon.collectors.base import NoData
 from rigmon.hw.root import HostRoot
@@ -81,3 +83,30 @@ def test_a_hwmon_device_registered_after_the_card_is_read_from_the_next_read(tmp
     tree.write(f"{dev}/hwmon/hwmon1/temp1_input", "41000\n")
     (reading,) = collector.collect()
     assert isinstance(reading, AmdGpuReading) and (reading.power_w, reading.temp_c) == (9.5, 41.0)
+
+
+def _two_cards_boot(root: Path, cards: dict[str, str], temps: dict[str, int]) -> None:
+    """Two amdgpu cards, DRM card name -> PCI address as this boot's probe order numbered them."""
+    for bus_id, temp in temps.items():
+        dev = f"/sys/bus/pci/devices/{bus_id}"
+        write_tree(root, {f"{dev}/vendor": "0x1002\n", f"{dev}/hwmon/hwmon{temp}/temp1_input": f"{temp}000\n"})
+    tree = Tree(root)
+    for card, bus_id in cards.items():
+        tree.remove(f"/sys/class/drm/{card}")
+        tree.symlink(f"/sys/class/drm/{card}/device", f"../../../bus/pci/devices/{bus_id}")
+
+
+def test_amd_gpus_are_listed_by_pci_address_so_an_alarms_subject_stays_its_gpus_across_a_reboot(tmp_path: Path) -> None:
+    # The DRM card numbers follow the drivers' probe order: after a reboot card0 may be the other GPU. The
+    # list followed the card numbers, and a rule's subject (amd_gpus[#0]: no identity field) went with them.
+    hot, cool = "0000:03:00.0", "0000:c3:00.0"
+    temps = {hot: 91, cool: 60}
+    selector = parse_selector("amd_gpus[*].temp_c")
+    subjects = []
+    for cards in ({"card0": cool, "card1": hot}, {"card0": hot, "card1": cool}):
+        _two_cards_boot(tmp_path, cards, temps)
+        readings = AmdGpuCollector(HostRoot(tmp_path)).collect()
+        assert [r.pci_bus_id for r in readings if isinstance(r, AmdGpuReading)] == [hot, cool]
+        [subject] = [m.subject for m in selector.select({"amd_gpus": msgspec.to_builtins(readings)}) if m.value > 90]
+        subjects.append(subject)
+    assert subjects[0] == subjects[1]

@@ -73,6 +73,28 @@ def test_series_of_one_kind_in_a_panel_are_told_apart_by_the_same_labels() -> No
     assert not wrong, wrong
 
 
+def test_every_legend_names_labels_its_series_carry() -> None:
+    # The GPU temperature panel named AMD GPUs by {{card}}, the DRM card number of one boot, which is not
+    # a label of their series since the series follow the GPU's PCI address across reboots.
+    data = json.loads(DASHBOARD.read_text())
+    specs = [(f"rigmon_{spec.prefix}_", spec) for spec in RECORD_METRICS.values()]
+    wrong = []
+    for panel in data["panels"]:
+        for target in panel.get("targets", []):
+            if " by (" in target["expr"] or " on (" in target["expr"]:
+                continue  # aggregated or joined: its legend names what it keeps
+            [metric] = set(re.findall(r"\brigmon_[a-z0-9_]+", target["expr"]))
+            # A nested record (an NVLink of a GPU) carries its parent's labels too.
+            kinds = [spec for prefix, spec in specs if metric.startswith(prefix)]
+            if not kinds:
+                continue
+            carried = {"node", *(s.key_label for s in kinds), *(label.rpartition("=")[2] for s in kinds for label in s.labels)}
+            missing = set(re.findall(r"{{(\w+)}}", target["legendFormat"])) - carried
+            if missing:
+                wrong.append(f"{panel['title']}: {target['legendFormat']!r} names {sorted(missing)}")
+    assert not wrong, wrong
+
+
 def incidents_without_a_row(dashboard: dict[str, object]) -> list[int]:
     """The hardware incidents of the design (1-7; 8 is the job itself) that no row of ``dashboard`` names."""
     named: set[int] = set()
@@ -320,7 +342,7 @@ def test_node_gpu_power_draws_every_node_with_gpus(tmp_path: Path) -> None:
     data = json.loads(DASHBOARD.read_text())
     [panel] = [p for p in data["panels"] if p["title"] == "Node GPU power"]
     nvidia = [(f'rigmon_gpu_power_watts{{node="v100-a",gpu="{i}",uuid="GPU-{i}"}}', "250x12") for i in range(4)]
-    amd = [('rigmon_amd_gpu_power_watts{node="strix-1",card="card1",pci_bus_id="0000:c3:00.0"}', "90x12")]
+    amd = [('rigmon_amd_gpu_power_watts{node="strix-1",pci_bus_id="0000:c3:00.0"}', "90x12")]
     tests = {"evaluation_interval": "5s", "tests": [{
         "interval": "5s",
         "input_series": [{"series": series, "values": values} for series, values in nvidia + amd],
