@@ -128,15 +128,25 @@ def host_figures(readings: Readings) -> HostFigures:
 
 
 def guard_mark(guard: GuardReading | None) -> str:
-    """The undervolt guard for the cluster row: ``G1`` engaged at step 1 (``g1`` in dry-run or
-    when it cannot act), ``G1h`` held, ``G!`` armed again while caps it set are still in force
-    (a restore that failed: retried, or to be undone by hand); empty while armed or when the
-    agent runs no guard."""
+    """The undervolt guard for the cluster row, in a few cells.
+
+    ``G1`` engaged at step 1, ``G1h`` held there; ``g1`` when it is to enforce but cannot act (no
+    permission), ``dry1`` in dry-run: it would cap, and changed nothing. ``G0h`` held before it
+    engaged (the caps it takes next stay until released). ``Goff`` released by an operator: it does
+    not engage again until ``released_until``, so it will not protect a run. ``G!`` armed again while
+    caps it set are still in force (a restore that failed: retried, or to be undone by hand). Empty
+    while armed with nothing in force, or when the agent runs no guard.
+    """
     if guard is None:
         return ""
-    if guard.step == 0:
-        return "G!" if guard.settings else ""
-    return f"{'G' if guard.acting else 'g'}{guard.step}" + ("h" if guard.state == "held" else "")
+    if guard.step == 0 and guard.settings:
+        return "G!"
+    who = "G" if guard.acting else "dry" if guard.mode == "dry-run" else "g"
+    if guard.state == "released":
+        return f"{who}off"
+    if guard.step == 0 and guard.state != "held":
+        return ""
+    return f"{who}{guard.step}" + ("h" if guard.state == "held" else "")
 
 
 def holding_text(unread: Sequence[str], since: float | None) -> str:
