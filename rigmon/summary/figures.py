@@ -86,6 +86,9 @@ class PathCell(Record, frozen=True):
         last_reply_age_s: seconds since the last reply (how long a silent path has been silent).
         key_mismatch: the path's node refuses the peer's probes for a bad MAC (the keys differ).
         peer_flooded: the peer said its probe port is flooded: the loss is suspect.
+        loss_limit_pct: the loss above which the agent judges the path degraded (its ``[probes]``
+            configuration); ``None`` from an agent before the field. The screens write the loss on
+            the same side of it (`rigmon.summary.loss_figure`).
     """
 
     name: str
@@ -98,6 +101,7 @@ class PathCell(Record, frozen=True):
     last_reply_age_s: float | None = None
     key_mismatch: bool = False
     peer_flooded: bool = False
+    loss_limit_pct: float | None = None
 
 
 class PathFigures(Record, frozen=True):
@@ -243,7 +247,7 @@ def path_cell(reading: PeerPathReading) -> PathCell:
     return PathCell(name=reading.name, peer=reading.peer, path=reading.path, state=reading.state,
                     rtt_p99_us=reading.rtt_p99_us, loss_pct=reading.loss_pct, link_gbps=reading.link_gbps,
                     last_reply_age_s=reading.last_reply_age_s, key_mismatch=reading.key_mismatch,
-                    peer_flooded=reading.peer_flooded)
+                    peer_flooded=reading.peer_flooded, loss_limit_pct=reading.loss_limit_pct)
 
 
 def path_rank(cell: PathCell) -> tuple[int, float, float]:
