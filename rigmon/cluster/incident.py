@@ -25,6 +25,7 @@ from rigmon.summary import (
     WORST_WINDOW_S,
     NodeSummary,
     PathCell,
+    loss_figure,
 )
 
 # Kept importable from here, where the incident story uses them.
@@ -161,7 +162,8 @@ def rtt(us: float) -> str:
 
 
 def path_text(cell: PathCell) -> str:
-    """``tbnet to node03 silent 12 s``, ``roce to node02 p99 1.2 ms, loss 3%``."""
+    """``tbnet to node03 silent 12 s``, ``roce to node02 p99 1.2 ms, loss 3%`` (``loss 2.4%`` against a 2 % limit:
+    on the same side of the path's loss limit as the loss, `loss_figure`)."""
     head = f"{cell.path} to {cell.peer}"
     if cell.state == "silent":
         age = cell.last_reply_age_s
@@ -170,7 +172,7 @@ def path_text(cell: PathCell) -> str:
     if cell.rtt_p99_us is not None:
         parts.append(f"p99 {rtt(cell.rtt_p99_us)}")
     if cell.loss_pct:
-        parts.append(f"loss {cell.loss_pct:.0f}%")
+        parts.append(f"loss {loss_figure(cell.loss_pct, cell.loss_limit_pct)}")
     return f"{head} " + (", ".join(parts) if parts else cell.state)
 
 

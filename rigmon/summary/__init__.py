@@ -44,6 +44,7 @@ from rigmon.summary.figures import (
     storage_figures,
     worst_path,
 )
+from rigmon.summary.loss import LOSS_MAX_DECIMALS, loss_figure
 from rigmon.summary.node_summary import (
     FAILING_STATES,
     SEVERITY_ORDER,
@@ -64,11 +65,11 @@ from rigmon.summary.record import (
 )
 
 __all__ = [
-    "FAILING_STATES", "LINK_NIC_KINDS", "PATH_STATE_RANK", "PEAK_OVER_LIMIT_FACTOR", "RAIL_CRITICAL_VOLTS",
+    "FAILING_STATES", "LINK_NIC_KINDS", "LOSS_MAX_DECIMALS", "PATH_STATE_RANK", "PEAK_OVER_LIMIT_FACTOR", "RAIL_CRITICAL_VOLTS",
     "RAIL_WARN_VOLTS", "READING_OVER_LIMIT_FACTOR", "SEVERITY_ORDER", "SLIM_DROPPED", "SLIM_GPU_FIELDS",
     "WORST_WINDOW_S", "GpuFigures", "HostFigures", "LinkFigures", "NodeSummary", "PathCell", "PathFigures",
     "StorageFigures", "SummaryRecord", "WorstWindow", "alarm_count", "arrays_unknown", "detail_values", "gpu_figures", "gpu_key",
-    "guard_mark", "holding_text", "host_figures", "link_figures", "nic_is_healthy", "nic_is_link", "path_cell",
+    "guard_mark", "holding_text", "host_figures", "link_figures", "loss_figure", "nic_is_healthy", "nic_is_link", "path_cell",
     "path_figures", "path_rank", "peak_figures", "power_level", "rail_figures", "slim_frame", "slim_gpu", "slowest_link_gbps",
     "storage_figures", "summarize", "summary_record", "worst_path", "worst_severity",
 ]

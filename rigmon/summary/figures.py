@@ -86,6 +86,9 @@ class PathCell(Record, frozen=True):
         last_reply_age_s: seconds since the last reply (how long a silent path has been silent).
         key_mismatch: the path's node refuses the peer's probes for a bad MAC (the keys differ).
         peer_flooded: the peer said its probe port is flooded: the loss is suspect.
+        loss_limit_pct: the loss above which the agent judges the path degraded (its ``[probes]``
+            configuration); ``None`` from an agent before the field. The screens write the loss on
+            the same side of it (`rigmon.summary.loss_figure`).
     """
 
     name: str
@@ -98,6 +101,7 @@ class PathCell(Record, frozen=True):
     last_reply_age_s: float | None = None
     key_mismatch: bool = False
     peer_flooded: bool = False
+    loss_limit_pct: float | None = None
 
 
 class PathFigures(Record, frozen=True):
@@ -128,15 +132,25 @@ def host_figures(readings: Readings) -> HostFigures:
 
 
 def guard_mark(guard: GuardReading | None) -> str:
-    """The undervolt guard for the cluster row: ``G1`` engaged at step 1 (``g1`` in dry-run or
-    when it cannot act), ``G1h`` held, ``G!`` armed again while caps it set are still in force
-    (a restore that failed: retried, or to be undone by hand); empty while armed or when the
-    agent runs no guard."""
+    """The undervolt guard for the cluster row, in a few cells.
+
+    ``G1`` engaged at step 1, ``G1h`` held there; ``g1`` when it is to enforce but cannot act (no
+    permission), ``dry1`` in dry-run: it would cap, and changed nothing. ``G0h`` held before it
+    engaged (the caps it takes next stay until released). ``Goff`` released by an operator: it does
+    not engage again until ``released_until``, so it will not protect a run. ``G!`` armed again while
+    caps it set are still in force (a restore that failed: retried, or to be undone by hand). Empty
+    while armed with nothing in force, or when the agent runs no guard.
+    """
     if guard is None:
         return ""
-    if guard.step == 0:
-        return "G!" if guard.settings else ""
-    return f"{'G' if guard.acting else 'g'}{guard.step}" + ("h" if guard.state == "held" else "")
+    if guard.step == 0 and guard.settings:
+        return "G!"
+    who = "G" if guard.acting else "dry" if guard.mode == "dry-run" else "g"
+    if guard.state == "released":
+        return f"{who}off"
+    if guard.step == 0 and guard.state != "held":
+        return ""
+    return f"{who}{guard.step}" + ("h" if guard.state == "held" else "")
 
 
 def holding_text(unread: Sequence[str], since: float | None) -> str:
@@ -233,7 +247,7 @@ def path_cell(reading: PeerPathReading) -> PathCell:
     return PathCell(name=reading.name, peer=reading.peer, path=reading.path, state=reading.state,
                     rtt_p99_us=reading.rtt_p99_us, loss_pct=reading.loss_pct, link_gbps=reading.link_gbps,
                     last_reply_age_s=reading.last_reply_age_s, key_mismatch=reading.key_mismatch,
-                    peer_flooded=reading.peer_flooded)
+                    peer_flooded=reading.peer_flooded, loss_limit_pct=reading.loss_limit_pct)
 
 
 def path_rank(cell: PathCell) -> tuple[int, float, float]:

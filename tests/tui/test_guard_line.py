@@ -27,7 +27,7 @@ ENGAGED = GuardReading(mode="enforce", acting=True, state="engaged", step=1, ste
 def test_mark_and_text() -> None:
     assert guard_mark(None) == "" and guard_mark(GuardReading("dry-run", False, "armed", 0)) == ""
     assert guard_mark(ENGAGED) == "G1"
-    assert guard_mark(GuardReading("dry-run", False, "held", 2)) == "g2h"
+    assert guard_mark(GuardReading("dry-run", False, "held", 2)) == "dry2h"
     text = guard_text(ENGAGED)
     assert text.startswith("guard engaged (enforce): step 1, application clocks on GPUs 0,1,2,3 at 877/1005 MHz")
     assert "because rail minimum 11.26 V below 11.5 V [/]" in text and "1 action this hour (at most 6 steps)" in text

@@ -17,7 +17,7 @@ from textual.widgets import DataTable
 from rigmon.cluster.incident import rtt
 from rigmon.cluster.link_matrix import LinkMatrix, MatrixRow
 from rigmon.cluster.node_view import OUT_OF_TOUCH
-from rigmon.summary import PathCell
+from rigmon.summary import PathCell, loss_figure
 from rigmon.tui import format as fmt
 from rigmon.tui.recording_end import ended_clock
 from rigmon.tui.text import plain
@@ -87,7 +87,8 @@ def cell_text(cell: PathCell, detail: Detail) -> str:
     if cell.state == "silent" and cell.last_reply_age_s is not None:
         loss = silent_for(cell.last_reply_age_s)
     else:
-        loss = fmt.MISSING if cell.loss_pct is None else f"{cell.loss_pct:.0f}%"
+        # On the same side of the path's loss limit as the loss (2.4 % over a 2 % limit is not "2%").
+        loss = fmt.MISSING if cell.loss_pct is None else loss_figure(cell.loss_pct, cell.loss_limit_pct, LOSS_WIDTH)
     return f"{p99} {loss:>{LOSS_WIDTH}}"
 
 

@@ -228,7 +228,7 @@ class NodeRow(Widget, can_focus=True):
                 state.append("; ").append(plain(self._fitting_note(self.size.width - state.cell_len - 2),
                                                 self._style("note")))
         if summary is not None and summary.guard_mark:
-            # The undervolt guard capped this node's GPUs (G: enforced, g: dry-run; h: held).
+            # The undervolt guard's mark (`guard_mark`): G1 capped, dry1 would cap, G0h held, Goff released, G! stuck caps.
             state.append(f" {summary.guard_mark}", style=self._style("alarm"))
         alarms = summary.alarms if summary else None
         severity = summary.alarms_severity if summary else None

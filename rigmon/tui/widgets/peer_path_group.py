@@ -9,6 +9,7 @@ from rich.text import Text
 
 from rigmon.cluster.incident import rtt
 from rigmon.schema import Frame, PeerPathReading
+from rigmon.summary import loss_figure
 from rigmon.tui import format as fmt
 from rigmon.tui.text import plain
 from rigmon.tui.widgets.source_group import Column, Level, SourceGroup
@@ -22,24 +23,10 @@ def micros(value: float | None) -> str:
     return fmt.MISSING if value is None else rtt(value)
 
 
-#: Most decimals a loss figure takes to stand on the right side of its limit.
-LOSS_MAX_DECIMALS = 4
-
-
 def loss_text(loss_pct: float | None, limit_pct: float | None) -> str:
-    """A window's loss (``3%``), with the decimals it needs near ``limit_pct`` to show on the same side
-    of it as the loss itself: ``2.4%`` over a 2 % limit (whole, it read ``2%``, amber, as if at the
-    limit and not over it), ``1.6%`` under it (``2%``, plain); ``2%`` at it. ``—`` unknown."""
-    if loss_pct is None:
-        return fmt.MISSING
-    figure = f"{loss_pct:.0f}"
-    for decimals in range(1, LOSS_MAX_DECIMALS + 1):
-        shown = float(figure)
-        if limit_pct is None or ((shown > limit_pct) == (loss_pct > limit_pct)
-                                 and (shown == limit_pct) == (loss_pct == limit_pct)):
-            break
-        figure = f"{loss_pct:.{decimals}f}"
-    return f"{figure}%"
+    """A window's loss on the same side of ``limit_pct`` as the loss itself (`rigmon.summary.loss_figure`:
+    ``2.4%`` over a 2 % limit, ``1.6%`` under it, ``2%`` at it); ``—`` unknown."""
+    return fmt.MISSING if loss_pct is None else loss_figure(loss_pct, limit_pct)
 
 
 def path_state(path: PeerPathReading) -> str:
