@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
+from rigmon.lazy_re import lazy_compile
+
 #: ``KERNELS=="1-2.3:1.0"``: a USB interface's name (``BUS-PORT[.PORT]:CONFIG.INTERFACE``).
-_INTERFACE_KERNELS = re.compile(r'KERNELS=="[0-9]+-[0-9.]+:[0-9]+\.[0-9]+"')
+_INTERFACE_KERNELS = lazy_compile(r'KERNELS=="[0-9]+-[0-9.]+:[0-9]+\.[0-9]+"')
 #: Attributes only the USB device has, never its interface.
-_DEVICE_ATTRS = re.compile(r'ATTRS\{(idVendor|idProduct|serial|manufacturer|product)\}==')
+_DEVICE_ATTRS = lazy_compile(r'ATTRS\{(idVendor|idProduct|serial|manufacturer|product)\}==')
 
 
 def never_matching(text: str) -> list[str]:
