@@ -182,10 +182,8 @@ async def test_probes_a_real_responder_and_reads_the_link_speed(tmp_path: Path) 
     assert own.address.startswith("127.0.0.1:")
 
 
-async def test_a_path_that_stops_answering_is_silent_within_seconds_not_a_window_later(tmp_path: Path) -> None:
-    """The peer's responder stops answering (a lockup) while the window still holds its replies: the
-    path reads silent once a fifth of a window's probes in a row went unanswered (it read degraded,
-    by its loss, until the whole window was empty, and an outage shorter than the window never did)."""
+def one_peer_path(tmp_path: Path, window_s: float) -> tuple[ProbeResponder, PeerProbeCollector]:
+    """A real responder (node02) on 127.0.0.1 and node01's collector probing it on one path, ``tbnet``, at 20 Hz."""
     key = derive_key("tok")
     peer = ProbeResponder("node02", key, frozenset({"node01"}), 1000.0, 1000)
     peer.bind("127.0.0.1", 0)
@@ -193,11 +191,18 @@ async def test_a_path_that_stops_answering_is_silent_within_seconds_not_a_window
     assert peer.sock is not None
     config = from_data(AgentConfig, {
         "agent": {"node": "node01", "root": str(tmp_path)},
-        "probes": {"bind": "127.0.0.1", "port": 0, "rate_hz": 20, "window_s": 5},
+        "probes": {"bind": "127.0.0.1", "port": 0, "rate_hz": 20, "window_s": window_s},
         "peers": [{"name": "node02", "paths": [
             {"name": "tbnet", "address": "127.0.0.1", "port": peer.sock.getsockname()[1]}]}],
     }, strict=True)
-    collector = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, key)
+    return peer, PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, key)
+
+
+async def test_a_path_that_stops_answering_is_silent_within_seconds_not_a_window_later(tmp_path: Path) -> None:
+    """The peer's responder stops answering (a lockup) while the window still holds its replies: the
+    path reads silent once a fifth of a window's probes in a row went unanswered (it read degraded,
+    by its loss, until the whole window was empty, and an outage shorter than the window never did)."""
+    peer, collector = one_peer_path(tmp_path, window_s=5)
     collector.start(lambda records: None)
     try:
         await asyncio.sleep(5.2)  # one whole window answered
@@ -277,18 +282,7 @@ async def test_a_sender_thread_that_died_is_a_collector_error_and_is_started_aga
     """The sender's thread ended (its select() failed): nothing was probed any more, every path slid to
     ``unknown`` a window later (muted on the dashboard) and a firing peer_path_silent resolved, while the
     collector said ok. It says so, and probes again."""
-    key = derive_key("tok")
-    peer = ProbeResponder("node02", key, frozenset({"node01"}), 1000.0, 1000)
-    peer.bind("127.0.0.1", 0)
-    peer.start()
-    assert peer.sock is not None
-    config = from_data(AgentConfig, {
-        "agent": {"node": "node01", "root": str(tmp_path)},
-        "probes": {"bind": "127.0.0.1", "port": 0, "rate_hz": 20, "window_s": 1},
-        "peers": [{"name": "node02", "paths": [
-            {"name": "tbnet", "address": "127.0.0.1", "port": peer.sock.getsockname()[1]}]}],
-    }, strict=True)
-    collector = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, key)
+    peer, collector = one_peer_path(tmp_path, window_s=1)
     collector.start(lambda records: None)
     try:
         await asyncio.sleep(1.2)

@@ -32,6 +32,13 @@ def promql(expr: str) -> str:
     """A panel's query as Prometheus gets it from Grafana (all nodes, a one-minute step)."""
     return expr.replace("$node", ".*").replace("$__interval", "1m")
 
+def promtool_test(path: Path, tests: dict[str, object]) -> None:
+    """Write ``tests`` (a promtool unit-test file) to ``path`` and run `promtool test rules` on it."""
+    path.write_text(yaml.safe_dump(tests))
+    assert PROMTOOL is not None
+    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
 
 def test_dashboard_is_grafana_json() -> None:
     data = json.loads(DASHBOARD.read_text())
@@ -206,11 +213,7 @@ def test_the_events_annotation_marks_an_events_first_occurrence(tmp_path: Path) 
             {"expr": expr, "eval_time": "120s", "exp_samples": [
                 {"labels": '{node="strix-1",kind="tb_link_changed",subject="link:0-1"}', "value": 1}]},
         ]}]}
-    path = tmp_path / "annotation.test.yml"
-    path.write_text(yaml.safe_dump(tests))
-    assert PROMTOOL is not None
-    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
+    promtool_test(tmp_path / "annotation.test.yml", tests)
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
@@ -232,11 +235,7 @@ def test_the_events_annotation_marks_the_same_event_after_an_agent_restart(tmp_p
             {"expr": expr, "eval_time": "180s", "exp_samples": [{"labels": xid, "value": 1}]},
             {"expr": expr, "eval_time": "245s", "exp_samples": []},
         ]}]}
-    path = tmp_path / "annotation.test.yml"
-    path.write_text(yaml.safe_dump(tests))
-    assert PROMTOOL is not None
-    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
+    promtool_test(tmp_path / "annotation.test.yml", tests)
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
@@ -262,11 +261,7 @@ def test_the_marks_annotation_names_what_the_job_was_doing(tmp_path: Path) -> No
             {"expr": expr, "eval_time": "120s", "exp_samples": []},
             {"expr": expr, "eval_time": "150s", "exp_samples": [{"labels": info % "epoch 4 checkpoint", "value": 1}]},
         ]}]}
-    path = tmp_path / "marks.test.yml"
-    path.write_text(yaml.safe_dump(tests))
-    assert PROMTOOL is not None
-    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
+    promtool_test(tmp_path / "marks.test.yml", tests)
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
@@ -296,11 +291,7 @@ def test_links_degraded_counts_every_kind_of_link(tmp_path: Path) -> None:
         "promql_expr_test": [{"expr": expr, "eval_time": "10s", "exp_samples": [
             {"labels": '{node="strix-1"}', "value": 2}, {"labels": '{node="strix-2"}', "value": 1},
             {"labels": '{node="strix-3"}', "value": 1}, {"labels": '{node="strix-4"}', "value": 0}]}]}]}
-    path = tmp_path / "links.test.yml"
-    path.write_text(yaml.safe_dump(tests))
-    assert PROMTOOL is not None
-    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
+    promtool_test(tmp_path / "links.test.yml", tests)
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
@@ -328,11 +319,7 @@ def test_rail_minimum_and_power_peak_panels_keep_the_worst_of_each_step(tmp_path
         "interval": "5s",
         "input_series": [{"series": e["series"][0], "values": e["series"][1]} for e in exprs],
         "promql_expr_test": [{k: v for k, v in e.items() if k != "series"} for e in exprs]}]}
-    path = tmp_path / "worst.test.yml"
-    path.write_text(yaml.safe_dump(tests))
-    assert PROMTOOL is not None
-    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
+    promtool_test(tmp_path / "worst.test.yml", tests)
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
@@ -350,8 +337,4 @@ def test_node_gpu_power_draws_every_node_with_gpus(tmp_path: Path) -> None:
             "expr": " or ".join(f"({promql(t['expr'])})" for t in panel["targets"]), "eval_time": "30s",
             "exp_samples": [{"labels": '{node="v100-a"}', "value": 1000}, {"labels": '{node="strix-1"}', "value": 90}],
         }]}]}
-    path = tmp_path / "gpu-power.test.yml"
-    path.write_text(yaml.safe_dump(tests))
-    assert PROMTOOL is not None
-    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
+    promtool_test(tmp_path / "gpu-power.test.yml", tests)
