@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from msgspec.structs import replace
 from rich.text import Text
 from textual.widgets import Static
@@ -291,30 +292,21 @@ async def test_the_memory_total_says_how_many_processes_it_leaves_out() -> None:
         assert head.endswith("3 on 3 GPUs, 27.8 GiB of GPU memory (1 process's not known)"), head
 
 
-async def test_processes_of_a_hung_collector_are_said_to_be_as_last_read() -> None:
-    # NVML hung in the driver: the agent keeps the collector's last list while the call hangs, and the node
-    # screen showed "4 on 4 GPUs, 55.6 GiB" as if current: a job that ended since was still listed, with no word.
+@pytest.mark.parametrize(("collector", "box"), [("gpu_processes", "processes"), ("gpu", "GPUs")])
+async def test_readings_of_a_hung_collector_are_said_to_be_as_last_read(collector: str, box: str) -> None:
+    # NVML hung in the driver: the agent keeps the collector's last readings while the call hangs, and the node
+    # screen showed them as current: "4 on 4 GPUs, 55.6 GiB" listing a job that ended since, the GPUs' last power,
+    # clocks and state, with no word.
     from rigmon.schema import CollectorStatus
 
     hung = CollectorStatus(state="hung", ok=False, error="no answer for 12.0 s")
-    frames = [replace(f, collectors={**f.collectors, "gpu_processes": hung}) for f in ddp_frames()]
+    frames = [replace(f, collectors={**f.collectors, collector: hung}) for f in ddp_frames()]
     app, fleet, _ = build([("v100", frames, 22)])
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(app, fleet, pilot)
         await open_node(app, next(iter(fleet.agents)), pilot)
-        head = str(app.screen.query_one("#gpu-processes-head", Static).content)
-        assert "as last read: collector gpu_processes hung (no answer for 12.0 s)" in head, head
-
-
-async def test_gpus_of_a_hung_gpu_collector_are_said_to_be_as_last_read() -> None:
-    # The same for the GPU table: NVML hung, the GPUs' last power, clocks and state shown as current.
-    from rigmon.schema import CollectorStatus
-
-    hung = CollectorStatus(state="hung", ok=False, error="no answer for 12.0 s")
-    frames = [replace(f, collectors={**f.collectors, "gpu": hung}) for f in ddp_frames()]
-    app, fleet, _ = build([("v100", frames, 22)])
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(app, fleet, pilot)
-        await open_node(app, next(iter(fleet.agents)), pilot)
-        body = text(app.screen.query_one("GpuGroup #body", Static).content, 196)  # type: ignore[arg-type]
-        assert "as last read: collector gpu hung (no answer for 12.0 s)" in body, body
+        if box == "processes":
+            shown = str(app.screen.query_one("#gpu-processes-head", Static).content)
+        else:
+            shown = text(app.screen.query_one("GpuGroup #body", Static).content, 196)  # type: ignore[arg-type]
+        assert f"as last read: collector {collector} hung (no answer for 12.0 s)" in shown, shown
