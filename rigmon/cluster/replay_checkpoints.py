@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from itertools import chain, islice
 
-from rigmon.cluster.history import HISTORY_POINTS, MAX_DETAIL_SERIES, SERIES
+from rigmon.cluster.history import HISTORY_POINTS, MAX_DETAIL_SERIES, MAX_TEMPERATURE_SERIES, SERIES
 from rigmon.cluster.kept_events import EVENTS_KEPT, MARK_KIND, MARKS_KEPT
+from rigmon.cluster.temperature_charts import held_temperatures
 from rigmon.schema import Event, Frame, encode
 from rigmon.summary import detail_values
 
@@ -34,6 +35,8 @@ CHECKPOINT_BUDGET_BYTES = 50_000_000
 NODE_COPY_BASE_BYTES = 16_000
 #: Bytes of one history point of one series (`rigmon.cluster.history.Ring`: an array of doubles).
 POINT_BYTES = 8
+#: Bytes of one history point of one temperature series (4-byte floats: `rigmon.cluster.history`).
+TEMPERATURE_POINT_BYTES = 4
 #: History series every node keeps besides `SERIES`: seqs and times.
 RING_SERIES = len(SERIES) + 2
 
@@ -43,7 +46,8 @@ def node_copy_bytes(frames: Sequence[Frame]) -> int:
 
     The history rings exactly: points (frames, at most `HISTORY_POINTS`) times series times 8
     bytes, the per-device series being those its first and last frames name (at most
-    `MAX_DETAIL_SERIES`); the latest frame and the events kept (the newest `EVENTS_KEPT` that are not
+    `MAX_DETAIL_SERIES`), and the temperature series its charts draw at 4 bytes a point (those the first
+    and last frames name, at most `MAX_TEMPERATURE_SERIES`); the latest frame and the events kept (the newest `EVENTS_KEPT` that are not
     marks and the newest `MARKS_KEPT` marks, `rigmon.cluster.kept_events`) at their wire JSON's size
     (their copies measure within a third of it); the rest `NODE_COPY_BASE_BYTES`.
     """
@@ -57,7 +61,10 @@ def node_copy_bytes(frames: Sequence[Frame]) -> int:
     kept = chain(islice(newest(False), EVENTS_KEPT), islice(newest(True), MARKS_KEPT))
     events = sum(len(encode(e)) for e in kept)
     points = min(HISTORY_POINTS, len(frames))
-    return NODE_COPY_BASE_BYTES + series * points * POINT_BYTES + len(encode(frames[-1])) + events
+    temperatures = min(MAX_TEMPERATURE_SERIES, len(set(held_temperatures(frames[0].readings))
+                                                   | set(held_temperatures(frames[-1].readings))))
+    return (NODE_COPY_BASE_BYTES + (series * POINT_BYTES + temperatures * TEMPERATURE_POINT_BYTES) * points
+            + len(encode(frames[-1])) + events)
 
 
 def checkpoint_spacing(frames: int, copy_bytes: int) -> int:
