@@ -132,7 +132,8 @@ def load_sim_agent_config(path: str) -> dict[str, object]:
     import tomllib
 
     from rigmon.agent.agent import FRAME_COLLECTOR_NAMES, check_collector_names, check_guard_rules
-    from rigmon.alarms.rules import RuleError, rules_from_config
+    from rigmon.alarms.rule_config import rules_from_config
+    from rigmon.alarms.rules import RuleError
 
     # The whole file is checked as an agent configuration first, so errors name the key; then what
     # only an agent finds (collector names, rules), which failed every simulated agent with a traceback.

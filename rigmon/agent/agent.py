@@ -27,7 +27,8 @@ from rigmon.agent.sampler import Sampler
 from rigmon.agent.state_lock import Listening, StateLock
 from rigmon.agent.to_the_end import to_the_end
 from rigmon.alarms.engine import AlarmEngine
-from rigmon.alarms.rules import Rule, rules_from_config
+from rigmon.alarms.rule_config import rules_from_config
+from rigmon.alarms.rules import Rule
 from rigmon.clock import Clock, SystemClock
 from rigmon.collectors import REGISTRY
 from rigmon.collectors.base import Collector, CollectorContext

@@ -18,7 +18,8 @@ from rigmon.agent.check_rail import PortOfRunningAgent, rail_from_agent, running
 from rigmon.agent.sampler import ROUTES
 from rigmon.agent.guard.state_file import state_file_note
 from rigmon.alarms.engine import AlarmEngine
-from rigmon.alarms.rules import Rule, rules_from_config
+from rigmon.alarms.rule_config import rules_from_config
+from rigmon.alarms.rules import Rule
 from rigmon.clock import Clock
 from rigmon.collectors.base import Collector, CollectorError, CollectorStarting, EventDraft, NoData
 from rigmon.config import AgentConfig, default_state_dir

@@ -14,7 +14,7 @@ from rigmon.agent.check_format import format_report
 from rigmon.agent.collector_threads import call_collector
 from rigmon.agent.sampler import Sampler
 from rigmon.alarms.engine import AlarmEngine
-from rigmon.alarms.rules import rules_from_config
+from rigmon.alarms.rule_config import rules_from_config
 from rigmon.clock import SystemClock
 from rigmon.collectors.base import CollectorHung, CollectorStarting, PolledCollector
 from rigmon.collectors.gpu import GpuCollector

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from rigmon.agent.agent import FRAME_COLLECTOR_NAMES
-from rigmon.alarms.rules import EventRule, RuleError, RuleKeyError, default_rules, parse_rules, rules_from_config
+from rigmon.alarms.rule_config import rules_from_config
+from rigmon.alarms.rules import EventRule, RuleError, RuleKeyError, default_rules, parse_rules
 from rigmon.config import AlarmsSection, ConfigError, in_config_file, load_agent_config
 from rigmon.schema.events import EVENT_KINDS
 from tests.alarms.helpers import Step, event, run

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rigmon.agent.agent import FRAME_COLLECTOR_NAMES
+from rigmon.alarms.rule_config import combine_rules, rules_from_config
 from rigmon.alarms.rules import (
     CounterRule,
     EventRule,
@@ -15,10 +16,8 @@ from rigmon.alarms.rules import (
     StateRule,
     ThresholdRule,
     TrendRule,
-    combine_rules,
     default_rules,
     parse_rules,
-    rules_from_config,
 )
 from rigmon.config import AlarmsSection, ConfigError, in_config_file, load_agent_config
 from rigmon.schema import Event
