@@ -4,6 +4,7 @@ at or over its critical limit in the error style."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -50,16 +51,21 @@ def _cells(group: HostGroup) -> list[Text]:
     return [cell for table in tables for column in table.columns for cell in column._cells if isinstance(cell, Text)]
 
 
+async def host_box(app: Any, fleet: Any, pilot: Any) -> tuple[HostGroup, list[str]]:
+    """The node screen's Host box of the fleet's only node, and its lines as text at the box's width."""
+    await settle(app, fleet, pilot)
+    await open_node(app, next(iter(fleet.agents)), pilot)
+    await pilot.pause()
+    group = app.screen.query_one(HostGroup)
+    return group, text(group.query_one("#body").content,  # type: ignore[attr-defined]
+                       group.content_size.width).splitlines()
+
+
 async def test_the_hot_drives_composites_stand_out_in_the_host_box_at_80_columns() -> None:
     frames = [_with_limits(f) for f in load_frames("nvme-enclosure-thermal-throttle")]
     app, fleet, _ = build([("strix", frames, 90)])
     async with app.run_test(size=(80, 40)) as pilot:
-        await settle(app, fleet, pilot)
-        await open_node(app, next(iter(fleet.agents)), pilot)
-        await pilot.pause()
-        group = app.screen.query_one(HostGroup)
-        lines = text(group.query_one("#body").content,  # type: ignore[attr-defined]
-                     group.content_size.width).splitlines()
+        group, lines = await host_box(app, fleet, pilot)
         assert sum("82 °C ≥ 81.85" in line for line in lines) == 2, lines
         assert sum("40 °C" in line and "≥" not in line for line in lines) == 2, lines
         warn = group.style_of("warn")
@@ -75,11 +81,6 @@ async def test_the_host_box_names_nvme_sensors_by_their_drives(tmp_path: Path) -
     assert any(t.sensor.startswith("nvme-pci-") for t in frames[-1].readings.temperatures)
     app, fleet, _ = build([("strix", frames, 3)])
     async with app.run_test(size=(80, 40)) as pilot:
-        await settle(app, fleet, pilot)
-        await open_node(app, next(iter(fleet.agents)), pilot)
-        await pilot.pause()
-        group = app.screen.query_one(HostGroup)
-        lines = text(group.query_one("#body").content,  # type: ignore[attr-defined]
-                     group.content_size.width).splitlines()
+        group, lines = await host_box(app, fleet, pilot)
     assert [line.split()[0] for line in lines if "Composite" in line] == ["nvme0", "nvme1", "nvme2", "nvme3"], lines
     assert not any("nvme-pci" in line for line in lines), lines
