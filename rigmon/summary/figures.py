@@ -231,8 +231,9 @@ def link_figures(readings: Readings) -> LinkFigures:
     """Links healthy of all links watched: Thunderbolt/USB4 links (host routers and
     retimers have no link of their own) at their expected speed, and the interfaces of
     `nic_is_link` up, with carrier and not stalled; ``None`` when the node has none. Slow:
-    Thunderbolt/USB4 links up below their expected speed (``degraded``)."""
-    tb = [d for d in readings.thunderbolt if d.link_state != "unknown"]
+    Thunderbolt/USB4 links up below their expected speed (``degraded``). A link whose state is not known
+    (``unknown``, or a newer agent's word this version does not know) is not counted."""
+    tb = [d for d in readings.thunderbolt if d.link_state in ("ok", "degraded")]
     nics = [n for n in readings.net if nic_is_link(n)]
     total = len(tb) + len(nics)
     if total == 0:
