@@ -47,11 +47,13 @@ class GuardStateStore:
         sh = self.shared
         if self.memory_path is None:
             return
-        with sh.lock:
-            s = sh.state
-            memory = GuardMemory(released_until=s.released_until, actions=s.actions, extends=s.extends,
-                                 acted=tuple(sh.actions_at))
+        # Taken under the memory lock (never while holding ``sh.lock``), so that of two threads the one
+        # that writes last writes the newer state.
         with self._memory_lock:
+            with sh.lock:
+                s = sh.state
+                memory = GuardMemory(released_until=s.released_until, actions=s.actions, extends=s.extends,
+                                     acted=tuple(sh.actions_at))
             if memory == self._remembered:
                 return
             try:
