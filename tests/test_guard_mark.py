@@ -32,6 +32,14 @@ CAPS = (GuardGpuSettings(0, 877, 1005, None, 300.0),)
     # Released by an operator: it will not engage (protect the run) until released_until.
     (GuardReading("enforce", True, "released", 0, released_until=time.time() + 600), "Goff"),
     (GuardReading("dry-run", False, "released", 0, reason="dry-run", released_until=time.time() + 600), "dryoff"),
+    # Holding its caps because it cannot read the rail (or the GPUs' throttle reasons): the restore waits.
+    (GuardReading("enforce", True, "engaged", 1, "app_clocks", settings=CAPS, unread=("rail",)), "G1?"),
+    (GuardReading("dry-run", False, "engaged", 2, "locked_clocks", reason="dry-run", unread=("GPU readings",)),
+     "dry2?"),
+    # An operator's hold holds whatever the guard reads.
+    (GuardReading("enforce", True, "held", 1, "app_clocks", settings=CAPS, unread=("rail",)), "G1h"),
+    # Armed, nothing in force: nothing held, whatever it cannot read.
+    (GuardReading("enforce", True, "armed", 0, unread=("rail",)), ""),
     # A restore that failed: caps still in force outweigh the release.
     (GuardReading("enforce", True, "released", 0, settings=CAPS), "G!"),
     (GuardReading("enforce", True, "armed", 0, settings=CAPS), "G!"),

@@ -38,11 +38,18 @@ class Observe(Protocol):
 
 
 def threshold(rule: ThresholdRule, state: RuleState, matches: list[Match], now: float, quiet: bool,
-              obs: Observe) -> Iterable[Observation | None]:
-    """A reading below or above a limit (or its min, max or mean over ``window_s``), with hysteresis."""
+              obs: Observe, unknown: Mapping[str, Match] | None = None) -> Iterable[Observation | None]:
+    """A reading below or above a limit (or its min, max or mean over ``window_s``), with hysteresis.
+
+    ``unknown``: the records (by subject, with their ``unknown_select`` match) whose readings are not
+    known now: no verdict on them, whether their number is there or not (it is null then, and a
+    subject without an observation would resolve by its absence).
+    """
     for m in matches:
         v = number(m.value)
         if v is None:
+            continue
+        if unknown and m.subject in unknown:
             continue
         if rule.aggregate != "last":
             win = state.window.setdefault(m.subject, deque())
@@ -69,6 +76,9 @@ def threshold(rule: ThresholdRule, state: RuleState, matches: list[Match], now: 
         if quiet and not active:
             continue
         yield obs(rule, m, m.subject, m.labels, active, tidy(v), quiet=quiet)
+    if unknown and not quiet:
+        for subject, u in unknown.items():
+            yield obs(rule, u, subject, u.labels, False, u.value, known=False)
 
 
 def state_condition(rule: StateRule, state: RuleState, matches: list[Match], quiet: bool,

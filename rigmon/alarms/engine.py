@@ -29,7 +29,7 @@ from rigmon.alarms.rules import (
     TrendRule,
     to_table,
 )
-from rigmon.alarms.selector import Match, field_value, frame_view
+from rigmon.alarms.selector import Match, Selector, field_value, frame_view, parse_selector
 from rigmon.alarms.templates import Template
 from rigmon.alarms.walk import WalkCarry
 from rigmon.alarms.values import number, same_value
@@ -82,6 +82,11 @@ class AlarmEngine:
         self._messages = {r.name: Template(r.message) for r in self.rules}
         #: The frame being evaluated: a message naming fields of the record its match sits in reads them here.
         self._reads: FrameReads | None = None
+        #: Threshold rules' ``unknown_select``, parsed once.
+        self._unknown_selectors: dict[str, Selector] = {
+            r.name: parse_selector(r.unknown_select) for r in self.rules
+            if isinstance(r, ThresholdRule) and r.unknown_select
+        }
         self._params: dict[str, dict[str, Any]] = {
             r.name: {k: v for k, v in to_table(r).items() if k not in ("message", "subject", "identity", "description")}
             for r in self.rules
@@ -275,7 +280,7 @@ class AlarmEngine:
         (the rule has no alarm, so the book has no use for them: nothing is rendered)."""
         state = self._state[rule.name]
         if isinstance(rule, ThresholdRule):
-            yield from threshold(rule, state, matches, now, quiet, self._obs)
+            yield from threshold(rule, state, matches, now, quiet, self._obs, self._unknown(rule, quiet))
         elif isinstance(rule, StateRule):
             yield from state_condition(rule, state, matches, quiet, self._obs)
         elif isinstance(rule, CounterRule):
@@ -284,6 +289,15 @@ class AlarmEngine:
             yield from self._staleness(rule, state, matches, now, quiet)
         elif isinstance(rule, TrendRule):
             yield from trend(rule, state, matches, now, quiet, self._obs)
+
+    def _unknown(self, rule: ThresholdRule, quiet: bool) -> dict[str, Match] | None:
+        """The records whose readings ``rule``'s ``unknown_select`` says are not known now, by subject;
+        ``None`` without one, or when ``quiet`` (the rule has no alarm to hold, and none starts on them)."""
+        selector = self._unknown_selectors.get(rule.name)
+        if selector is None or quiet or self._reads is None:
+            return None
+        return {m.subject: m for m in self._reads.matches(selector)
+                if any(same_value(m.value, u) for u in rule.unknown_values)}
 
     def _obs(self, rule: Rule, match: Match | None, subject: str, labels: Mapping[str, str], active: bool,
              value: EventValue, details: Mapping[str, Any] | None = None, known: bool = True,

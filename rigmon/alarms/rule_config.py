@@ -21,6 +21,7 @@ from rigmon.alarms.rules import (
     load_rules_file,
     to_table,
 )
+from rigmon.alarms.selector import parse_selector
 from rigmon.config import AlarmsSection
 from rigmon.typed import TypedDataError, from_data
 
@@ -116,6 +117,10 @@ def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None
         problem = path_problem(selector, numeric=_compares_numbers(rule)) if selector is not None else None
         if problem is not None:
             raise _misfit(rule.name, "select", problem, section, from_file)
+        if isinstance(rule, ThresholdRule) and rule.unknown_select:
+            problem = path_problem(parse_selector(rule.unknown_select))
+            if problem is not None:
+                raise _misfit(rule.name, "unknown_select", problem, section, from_file)
         if collectors is not None and isinstance(rule, StateRule) and rule.collector \
                 and rule.collector not in collectors:
             raise _misfit(rule.name, "collector", f"no collector named {rule.collector!r} "

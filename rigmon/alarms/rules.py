@@ -117,6 +117,12 @@ class ThresholdRule(RuleBase, frozen=True, gc=False):
         aggregate: compare the ``min``, ``mean`` or ``max`` of the values seen over
             ``window_s`` instead of the ``last`` one.
         window_s: the aggregation window.
+        unknown_select: a reading of the same records as ``select`` (``raid[*].health`` beside
+            ``raid[*].vs_fastest_array_pct``) that says, with one of ``unknown_values``, that the
+            record's readings are not known now (an md array's health ``unknown`` while /proc/mdstat
+            cannot be read, its rates null): no verdict on that record, so an alarm neither resolves
+            (not even by the number's absence) nor fires on no news (a pending one stays pending).
+        unknown_values: the values of ``unknown_select`` that say so; given with it.
     """
 
     select: str = ""
@@ -125,6 +131,8 @@ class ThresholdRule(RuleBase, frozen=True, gc=False):
     hysteresis: float = 0.0
     aggregate: Aggregate = "last"
     window_s: float = 0.0
+    unknown_select: str = ""
+    unknown_values: tuple[Scalar, ...] = ()
 
     def __post_init__(self) -> None:
         RuleBase.__post_init__(self)
@@ -138,6 +146,14 @@ class ThresholdRule(RuleBase, frozen=True, gc=False):
         if self.aggregate == "last" and self.window_s > 0:
             # Without an aggregate the window is not used: the rule would look at each reading alone.
             raise ValueError("window_s needs aggregate = \"min\", \"mean\" or \"max\" (the last value has no window)")
+        if bool(self.unknown_select) != bool(self.unknown_values):
+            raise ValueError("give unknown_select and unknown_values together")
+        if self.unknown_select:
+            _check_selector(self.unknown_select)
+            if parse_selector(self.unknown_select).steps[:-1] != parse_selector(self.select).steps[:-1]:
+                # Another record's reading: its subjects are not the rule's, so it would never say anything.
+                raise ValueError(f"unknown_select: {self.unknown_select} must read a field of the records "
+                                 f"{self.select} reads (the same path up to its last field)")
 
 
 class StateRule(RuleBase, frozen=True, gc=False):

@@ -28,6 +28,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 import msgspec
 
 from rigmon.schema import SchemaError, decode, decode_data
+from rigmon.schema.tolerant import decode_tolerating_readings
 from rigmon.typed import field_types, record_field_names, record_fields
 
 T = TypeVar("T")
@@ -112,10 +113,35 @@ def decode_agent(cls: type[T], raw: bytes | str) -> T:
     """Decode JSON from an agent into ``cls`` (as `rigmon.schema.decode`) with every string
     cleaned by `clean_text`.
 
+    A newer agent's readings may hold an enum-like value this dashboard does not know (an md
+    health, a link state added since): refused by the strict decode, the answer is decoded again
+    with those values kept as text (`rigmon.schema.tolerant`), rather than the whole frame lost.
+
     Raises:
         SchemaError: the text is not JSON, does not fit ``cls``, or (for frames and info)
             carries another schema version.
     """
+    try:
+        return _decode_agent(cls, raw)
+    except SchemaError as refused:
+        return _tolerating_readings(cls, raw, refused)
+
+
+def _tolerating_readings(cls: type[T], raw: bytes | str, refused: SchemaError) -> T:
+    """``raw`` decoded with its readings' unknown enum-like values kept as text (cleaned); raises
+    ``refused`` when it has none (or is not JSON)."""
+    try:
+        data = clean_data(json.loads(raw))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise refused from None
+    record = decode_tolerating_readings(cls, data)
+    if record is None:
+        raise refused
+    return record
+
+
+def _decode_agent(cls: type[T], raw: bytes | str) -> T:
+    """`decode_agent`'s strict decode."""
     if not may_hold_unsafe(raw):
         # Nearly every answer: straight from the bytes to the record (msgspec, compiled).
         return decode(cls, raw)

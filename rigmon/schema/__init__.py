@@ -88,6 +88,7 @@ from rigmon.schema.power import (
 )
 from rigmon.schema.record import Record
 from rigmon.schema.storage import (
+    RAID_HEALTHS,
     RAID_UNKNOWN,
     DiskReading,
     NvmeLinkState,
@@ -102,6 +103,7 @@ from rigmon.schema.storage import (
 
 __all__ = [
     "EVENT_KINDS",
+    "RAID_HEALTHS",
     "RAID_UNKNOWN",
     "RESOLVE_ENDINGS",
     "RESOLVE_REASONS",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from rigmon.schema.record import Record
 
@@ -117,9 +117,15 @@ class RaidArrayReading(Record, frozen=True):
     health_last_read: RaidHealth | None = None
 
 
+#: Every md health this version knows; a newer agent's other word is kept as text (`rigmon.schema.tolerant`).
+RAID_HEALTHS: Final = frozenset(get_args(RaidHealth))
+
+
 def raid_unknown(array: RaidArrayReading) -> bool:
-    """Whether ``array``'s state is not known now (/proc/mdstat gone or unreadable): listed as last read."""
-    return array.health == RAID_UNKNOWN or array.mdstat_state == RAID_UNKNOWN
+    """Whether ``array``'s state is not known now (/proc/mdstat gone or unreadable): listed as last read.
+    Also when its health is a word of a newer agent that this version does not know: neither healthy nor
+    failed here."""
+    return array.health == RAID_UNKNOWN or array.mdstat_state == RAID_UNKNOWN or array.health not in RAID_HEALTHS
 
 
 def raid_last_health(array: RaidArrayReading) -> str:

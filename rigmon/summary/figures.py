@@ -138,8 +138,10 @@ def guard_mark(guard: GuardReading | None) -> str:
     permission), ``dry1`` in dry-run: it would cap, and changed nothing. ``G0h`` held before it
     engaged (the caps it takes next stay until released). ``Goff`` released by an operator: it does
     not engage again until ``released_until``, so it will not protect a run. ``G!`` armed again while
-    caps it set are still in force (a restore that failed: retried, or to be undone by hand). Empty
-    while armed with nothing in force, or when the agent runs no guard.
+    caps it set are still in force (a restore that failed: retried, or to be undone by hand). ``G1?``
+    engaged and holding its caps because it cannot read what it guards by (``unread``: the rail, the GPUs'
+    throttle reasons): the restore waits until it reads again (a hold by the operator says ``h`` instead:
+    it holds whatever it reads). Empty while armed with nothing in force, or when the agent runs no guard.
     """
     if guard is None:
         return ""
@@ -150,7 +152,9 @@ def guard_mark(guard: GuardReading | None) -> str:
         return f"{who}off"
     if guard.step == 0 and guard.state != "held":
         return ""
-    return f"{who}{guard.step}" + ("h" if guard.state == "held" else "")
+    if guard.state == "held":
+        return f"{who}{guard.step}h"
+    return f"{who}{guard.step}" + ("?" if guard.unread else "")
 
 
 def holding_text(unread: Sequence[str], since: float | None) -> str:
@@ -227,8 +231,9 @@ def link_figures(readings: Readings) -> LinkFigures:
     """Links healthy of all links watched: Thunderbolt/USB4 links (host routers and
     retimers have no link of their own) at their expected speed, and the interfaces of
     `nic_is_link` up, with carrier and not stalled; ``None`` when the node has none. Slow:
-    Thunderbolt/USB4 links up below their expected speed (``degraded``)."""
-    tb = [d for d in readings.thunderbolt if d.link_state != "unknown"]
+    Thunderbolt/USB4 links up below their expected speed (``degraded``). A link whose state is not known
+    (``unknown``, or a newer agent's word this version does not know) is not counted."""
+    tb = [d for d in readings.thunderbolt if d.link_state in ("ok", "degraded")]
     nics = [n for n in readings.net if nic_is_link(n)]
     total = len(tb) + len(nics)
     if total == 0:

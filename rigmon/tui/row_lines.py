@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from itertools import pairwise
 from typing import Literal
 
 from rich.cells import cell_len, set_cell_size
@@ -22,6 +23,7 @@ from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 
 from rigmon.tui.gauge import Gauge, worst_per_bar
 
@@ -42,6 +44,25 @@ def cell(text: str, style: Style | None, width: int, justify: Justify = "left") 
         size = cell_len(text)
     pad = " " * (width - size)
     return Segment(text + pad if justify == "left" else pad + text, style)
+
+
+def text_cell(text: Text, width: int) -> list[Segment]:
+    """A ``Text`` of one base style and spans (a node's state and its guard mark) as the table draws it:
+    cut to ``width`` cells with an ellipsis (in the style of what it ends in), padded in the base style,
+    each part in the base style plus its spans'."""
+    text = text.copy()
+    text.truncate(width, overflow="ellipsis", pad=True)
+    base = text.style if isinstance(text.style, Style) else Style()
+    plain = text.plain
+    cuts = sorted({0, len(plain), *(min(len(plain), p) for span in text.spans for p in (span.start, span.end))})
+    out: list[Segment] = []
+    for start, end in pairwise(cuts):
+        style = base
+        for span in text.spans:
+            if span.start <= start and end <= span.end and isinstance(span.style, Style):
+                style = style + span.style
+        out.append(Segment(plain[start:end], style))
+    return out
 
 
 @lru_cache(maxsize=4096)

@@ -54,3 +54,52 @@ def test_an_md_alarm_does_not_fire_on_the_last_health_read() -> None:
     # Read again, still degraded: it fires then.
     back = gone + frames[start + 20:start + 28]
     assert [change for _, _, change, _ in _transitions((rule,), back)] == ["pending", "firing"]
+
+
+def _lagging(hold_s: float = 5.0) -> tuple[Rule, ...]:
+    """``md_array_lagging`` held ``hold_s`` before it fires (30 s in the defaults; the recording is 50 s)."""
+    return tuple(replace(r, hold_s=hold_s) for r in default("md_array_lagging"))
+
+
+def _unread_for(frames: list[Frame], start: int, seconds: int) -> list[Frame]:
+    """``frames`` up to ``start``, then md unreadable: the rest of them, and ``seconds`` more frames a second apart."""
+    last = frames[start - 1]
+    gone = [_unread(f, last) for f in frames[start:]]
+    tail = gone[-1]
+    more = [replace(tail, seq=tail.seq + i, taken_at=tail.taken_at + i) for i in range(1, seconds + 1)]
+    return frames[:start] + gone + more
+
+
+def test_the_lagging_alarm_holds_while_mdstat_cannot_be_read() -> None:
+    """The array's share of the fastest is null while md cannot be read: the alarm resolved by its absence
+    after ``absent_resolve_s`` (60 s) although nothing said the array caught up."""
+    frames = load_frames("enclosure-link-10g-array-lagging")
+    lagging = _lagging()
+    seen = _transitions(lagging, frames)
+    fired_at = next(i for i, _, change, _ in seen if change == "firing")
+    unread = _unread_for(frames, fired_at + 2, 120)
+    assert [(rule, change) for _, rule, change, _ in _transitions(lagging, unread)] == \
+        [("md_array_lagging", "pending"), ("md_array_lagging", "firing")]
+    # Read again and still lagging: the same alarm, nothing new; caught up: it resolves.
+    back = unread + [replace(f, seq=unread[-1].seq + 1 + i, taken_at=unread[-1].taken_at + 1 + i)
+                     for i, f in enumerate(frames[fired_at:fired_at + 5])]
+    assert [change for _, _, change, _ in _transitions(lagging, back)] == ["pending", "firing"]
+    level = [replace(f, readings=replace(f.readings, raid=tuple(replace(a, vs_fastest_array_pct=100.0)
+                                                                for a in f.readings.raid)))
+             for f in back[-3:]]
+    caught_up = back + [replace(f, seq=back[-1].seq + 1 + i, taken_at=back[-1].taken_at + 1 + i)
+                        for i, f in enumerate(level)]
+    assert [change for _, _, change, _ in _transitions(lagging, caught_up)][-1] == "resolved"
+
+
+def test_the_lagging_alarm_does_not_start_nor_drop_while_mdstat_cannot_be_read() -> None:
+    frames = load_frames("enclosure-link-10g-array-lagging")
+    lagging = _lagging(hold_s=10.0)
+    pending_at = next(i for i, _, change, _ in _transitions(lagging, frames) if change == "pending")
+    # Unreadable a frame after the lag began: it neither fires on no news nor is dropped.
+    unread = _unread_for(frames, pending_at + 1, 30)
+    assert [change for _, _, change, _ in _transitions(lagging, unread)] == ["pending"]
+    # Read again, still lagging, past its hold: it fires then.
+    back = unread + [replace(f, seq=unread[-1].seq + 1 + i, taken_at=unread[-1].taken_at + 1 + i)
+                     for i, f in enumerate(frames[pending_at:pending_at + 12])]
+    assert [change for _, _, change, _ in _transitions(lagging, back)] == ["pending", "firing"]

@@ -86,6 +86,11 @@ RULE = '[[rule]]\nname = "r1"\nkind = "threshold"\nselect = "psu_rail.volts.min_
         (RULE + 'message = "rail {} V"\n', "rule 'r1': message: field {} has no name"),
         (RULE + 'subject = "gpu:{0}"\n', "rule 'r1': subject: field {0} has no name"),
         (RULE + 'message = "{value!x}"\n', "rule 'r1': message: field {value!x}: unknown conversion"),
+        # A threshold's unknown readings: both keys, and a field of the records the rule reads.
+        (RULE + 'unknown_select = "psu_rail.stale"\n', "rule 'r1': give unknown_select and unknown_values together"),
+        (RULE.replace("psu_rail.volts.min_volts", "raid[*].vs_fastest_array_pct")
+         + 'unknown_select = "gpus[*].state"\nunknown_values = ["unknown"]\n',
+         "rule 'r1': unknown_select: gpus[*].state must read a field of the records raid[*].vs_fastest_array_pct"),
     ],
 )
 def test_invalid_rules_are_clear_errors_naming_the_rule(text: str, says: str) -> None:
@@ -382,3 +387,9 @@ def test_a_rule_comparing_numbers_refuses_a_path_to_text(rule: str, select: str,
     assert str(info.value) == f"alarms.overrides.{rule}.select: {says}"
     # A state rule comparing equality reads text and numbers alike.
     assert rules_from_config(AlarmsSection(overrides={"gpu_lost": {"select": "gpus[*].power_w"}}))
+
+
+def test_a_threshold_unknown_select_must_be_a_path_frames_have() -> None:
+    """A misspelt ``unknown_select`` never matches: the rule would resolve on no news again, silently."""
+    with pytest.raises(RuleKeyError, match=r"^alarms.overrides.md_array_lagging.unknown_select: .*helth"):
+        rules_from_config(AlarmsSection(overrides={"md_array_lagging": {"unknown_select": "raid[*].helth"}}))

@@ -16,3 +16,10 @@ def test_every_throttle_reason_the_gpu_table_names_is_explained_in_the_help() ->
         assert f"*{name}*" in body, name
     for words in ("GPU memory", "mark", "would take", "released", "G1"):
         assert words in body, words
+
+
+def test_the_help_legend_names_every_guard_mark() -> None:
+    # A guard holding its caps because it cannot read the rail had no mark, and so no word in the legend.
+    body = HELP.split("## GPUs, processes and the guard", 1)[1].split("\n## ", 1)[0]
+    for mark in ("`G1`", "`G1h`", "`G1?`", "`g1`", "`G!`", "`G0h`", "`Goff`", "`dry1`"):
+        assert mark in body, mark

@@ -7,6 +7,7 @@ import math
 import random
 from pathlib import Path
 
+import msgspec
 import pytest
 from rich.color import Color
 from rich.console import Console
@@ -60,6 +61,11 @@ def views() -> list[NodeView]:
         NodeView("g", "node07", "http://g", "unreachable", None, None, None, {}),
         NodeView("h", "node08", "http://h", "live", None, 0.2, probing, trends),
         NodeView("i", "node09-with-a-long-name", "http://i", "live", None, 0.2, degraded, short),
+        # The undervolt guard's marks, each in its own style after the state (cut in the narrowest name column).
+        *(NodeView(f"g{mark}", f"node1{i}", f"http://g{i}", state, None, 0.2,
+                   msgspec.structs.replace(full, guard_mark=mark), trends)
+          for i, (mark, state) in enumerate((("G1", "live"), ("Goff", "live"), ("dry2h", "stale"),
+                                             ("G1?", "live"), ("dryoff", "live")))),
     ]
 
 

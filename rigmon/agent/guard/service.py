@@ -68,7 +68,8 @@ class GuardService:
         control: NVML writes (``None``: no NVIDIA driver; the guard can only report).
         emit: the sampler's ``emit_event``.
         clock: the agent's clock.
-        state_dir: where ``guard-state.json`` lives (empty: nowhere; nothing survives a kill).
+        state_dir: where ``guard-state.json`` and ``guard-memory.json`` live (empty: nowhere; nothing survives a
+            restart).
         node: node name, for the state file.
         active_alarms: the alarms in force, asked after the alarms judged each frame: a trigger
             alarm holds the restore while it is among them (``None``: no alarm engine; none holds).
@@ -89,6 +90,9 @@ class GuardService:
         """Bind to the running loop, find settings a previous run left behind, check permission."""
         self.shared.loop = asyncio.get_running_loop()
         self.store.load_left_behind()
+        # After the settings left behind (which set the state afresh): a release and the hour's actions
+        # outlive a restart, so it neither re-engages a released guard nor resets the ceiling.
+        self.store.load_memory()
         self.worker.submit(self.worker.probe)
 
     def close(self) -> bool:
@@ -109,7 +113,9 @@ class GuardService:
             _, decisions = release(state, sh.clock.time(), "agent stopping")
             decisions = decisions or [Decision("restore", 0, None, "agent stopping", changed)]
             with sh.lock:
-                sh.state = GuardState()
+                # Armed, but what the next run takes up stays: the release and the hour's actions.
+                sh.state = GuardState(released_until=state.released_until, actions=state.actions,
+                                      extends=state.extends)
             try:
                 # A read and up to four writes per GPU (`put_back`), each behind its own timeout.
                 self.worker.run_now(decisions, timeout_s=self.config.call_timeout_s
@@ -144,6 +150,7 @@ class GuardService:
                 stuck = tuple(i for i in sorted(sh.original) if sh.acting or i in sh.changed)
                 if not decisions and stuck:
                     decisions = [Decision("restore", 0, None, f"released by {by}", stuck, retry=True)]
+        self.store.remember()  # a release outlives a restart
         if action == "hold":
             # Kept in the state file: a hold outlives a killed agent (the next run does not restore).
             self.store.save()
@@ -186,6 +193,7 @@ class GuardService:
                 if stuck and (sh.last_action_at is None or obs.at - sh.last_action_at >= RESTORE_RETRY_S):
                     decisions = [Decision("restore", 0, None, "retrying the restore of settings still in force",
                                           stuck, retry=True)]
+        self.store.remember()  # an engage or step counts against the ceiling after a restart too
         if probe:
             # The driver was not there yet at start (or a call hung): ask again, before the decisions.
             self.worker.submit(self.worker.probe)

@@ -3,14 +3,19 @@
 `GuardStateStore` writes `rigmon.agent.guard.shared.GuardShared`'s originals and settings in force
 to ``<state_dir>/guard-state.json`` (format: `rigmon.agent.guard.state_file`) before and after
 every change, removes the file once the originals are back, and on start loads a file a killed
-run left behind into the shared state, so the worker restores those settings in time.
+run left behind into the shared state, so the worker restores those settings in time. It also keeps
+what a restart must not forget when nothing is in force, an operator's release and the hour's actions,
+in ``<state_dir>/guard-memory.json`` (`rigmon.agent.guard.memory_file`), and takes them up on start.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from dataclasses import replace
 
 from rigmon.agent.guard.actuation import describe
+from rigmon.agent.guard.memory_file import MEMORY_FILE, GuardMemory, read_memory, write_memory
 from rigmon.agent.guard.policy import GuardState
 from rigmon.agent.guard.shared import GuardShared
 from rigmon.agent.guard.state_file import STATE_FILE_ERRORS, SavedSettings, read_state, write_state
@@ -27,6 +32,50 @@ class GuardStateStore:
 
     def __init__(self, shared: GuardShared) -> None:
         self.shared = shared
+        #: ``guard-memory.json`` beside the state file (``None``: nowhere).
+        self.memory_path = shared.path.with_name(MEMORY_FILE) if shared.path is not None else None
+        #: What the memory file holds now (`remember` writes only a change); serialises its writers
+        #: (the event loop's frames and commands, the worker's actions).
+        self._remembered = GuardMemory()
+        self._memory_lock = threading.Lock()
+
+    def remember(self) -> None:
+        """Write the release and the hour's actions when they changed (from any thread).
+
+        A file that cannot be written is logged; the guard goes on without it.
+        """
+        sh = self.shared
+        if self.memory_path is None:
+            return
+        # Taken under the memory lock (never while holding ``sh.lock``), so that of two threads the one
+        # that writes last writes the newer state.
+        with self._memory_lock:
+            with sh.lock:
+                s = sh.state
+                memory = GuardMemory(released_until=s.released_until, actions=s.actions, extends=s.extends,
+                                     acted=tuple(sh.actions_at))
+            if memory == self._remembered:
+                return
+            try:
+                write_memory(self.memory_path, memory)
+            except OSError as exc:
+                log.warning("guard: cannot write %s: %s", self.memory_path, exc)
+            self._remembered = memory
+
+    def load_memory(self) -> None:
+        """Take up a previous run's release (still in its time) and actions within the hour."""
+        sh = self.shared
+        if self.memory_path is None:
+            return
+        memory = read_memory(self.memory_path).as_of(sh.clock.time(), sh.config.restore_after_s)
+        with sh.lock:
+            sh.state = replace(sh.state, released_until=memory.released_until, actions=memory.actions,
+                               extends=memory.extends)
+            sh.actions_at = list(memory.acted)
+        if memory.released_until is not None:
+            log.info("guard: released by an operator before the restart: it does not engage again before %s",
+                     memory.released_until)
+        self.remember()  # what is no longer to remember goes
 
     def save(self) -> None:
         """Write the originals and the settings in force (only once something was really changed).

@@ -207,6 +207,7 @@ class GuardWorker:
         now = sh.clock.time()
         with sh.lock:
             sh.actions_at = [t for t in sh.actions_at if now - t < HOUR_S] + [now] * count
+        self.store.remember()
 
     def _capped(self, d: Decision, names: list[GuardStepName], changes: Changes, errors: GpuErrors) -> None:
         """Say what an engage, step or extend put in force (``guard_engaged``, ``guard_step``, ``guard_extended``).

@@ -142,8 +142,9 @@ figure, such as a worker hung on a lost GPU, is counted apart). A job's marks (`
 "epoch 3 checkpoint"`) are in the incident, the events and the history chart.
 
 The guard's line says what the undervolt guard does to the GPUs: engaged at a step (the cluster row
-marks it `G1`, `G1h` held, `dry1` in dry-run: it would cap, `g1` when it may not act; `G0h` held before
-it engaged, `Goff` released: it will not protect a run), what it *would take* when it does not act (dry-run,
+marks it `G1`, `G1h` held, `G1?` holding its caps because it cannot read the rail (or the GPUs), `g1` when
+it may not act, `G!` caps a failed restore left; `G0h` held before it engaged; muted `Goff` released: it will
+not protect a run; `dry1` in dry-run: it would cap), what it *would take* when it does not act (dry-run,
 no permission), and, once an operator released it, until when it does not engage again.
 
 ## Node states

@@ -20,6 +20,7 @@ from rigmon.cluster.incident import joined, reason
 from rigmon.cluster.node_view import OUT_OF_TOUCH, NodeView
 from rigmon.tui import format as fmt
 from rigmon.tui import row_lines
+from rigmon.tui.guard_marks import mark_style
 from rigmon.tui.recording_end import ended_text
 from rigmon.tui.row_columns import (
     TRENDS,
@@ -68,6 +69,8 @@ class NodeRow(Widget, can_focus=True):
         "node-row--alarm",
         "node-row--alarm-warning",
         "node-row--alarm-info",
+        "node-row--guard-off",
+        "node-row--guard-dry",
         "node-row--missing",
         "node-row--warn",
         "node-row--bad",
@@ -228,8 +231,9 @@ class NodeRow(Widget, can_focus=True):
                 state.append("; ").append(plain(self._fitting_note(self.size.width - state.cell_len - 2),
                                                 self._style("note")))
         if summary is not None and summary.guard_mark:
-            # The undervolt guard's mark (`guard_mark`): G1 capped, dry1 would cap, G0h held, Goff released, G! stuck caps.
-            state.append(f" {summary.guard_mark}", style=self._style("alarm"))
+            # The undervolt guard's mark (`guard_mark`): G1 capped, G1? holding blind, dry1 would cap, G0h held,
+            # Goff released, G! stuck caps; each drawn as what it is (`rigmon.tui.guard_marks`).
+            state.append(f" {summary.guard_mark}", style=self._style(mark_style(summary.guard_mark)))
         alarms = summary.alarms if summary else None
         severity = summary.alarms_severity if summary else None
         # Coloured by the worst alarm it counts: red for a critical one, amber for warnings only.
@@ -258,7 +262,7 @@ class NodeRow(Widget, can_focus=True):
         top = [row_lines.cell(name.plain, self._style("name"), widths[0]), row_lines.GAP,
                row_lines.cell(alarm_text.plain, alarm_text.style if isinstance(alarm_text.style, Style) else None,
                               widths[1], "right")]
-        bottom = [] if trouble else [row_lines.cell(state.plain, self._style(view.state), widths[0]), row_lines.GAP,
+        bottom = [] if trouble else [*row_lines.text_cell(state, widths[0]), row_lines.GAP,
                                      row_lines.cell("", None, widths[1])]
         low = self._style("spark-low").color
         high = self._style("spark-high").color

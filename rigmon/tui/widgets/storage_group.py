@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rigmon.schema import (
+    RAID_HEALTHS,
     RAID_UNKNOWN,
     Frame,
     NvmeReading,
@@ -32,6 +33,8 @@ VS_FASTEST_WARN_PCT = 80.0
 def health_text(array: RaidArrayReading) -> str:
     """``degraded``; ``recovering 21%`` with its sync progress; ``unknown (last degraded)`` while md cannot be
     read: the last health is not shown as now's."""
+    if array.health not in RAID_HEALTHS:
+        return array.health  # a newer agent's word: shown as it is (and taken as not known: `raid_unknown`)
     if raid_unknown(array):
         return f"{RAID_UNKNOWN} (last {raid_last_health(array)})"
     health: str = array.health
@@ -42,8 +45,11 @@ def health_text(array: RaidArrayReading) -> str:
     return health
 
 
-def health_level(array: RaidArrayReading) -> Level:
-    """``ok`` for a clean array, ``warn`` while it recovers, ``bad`` otherwise."""
+def health_level(array: RaidArrayReading) -> Level | None:
+    """``ok`` for a clean array, ``warn`` while it recovers, none for a health a newer agent sent that this
+    version does not know, ``bad`` otherwise."""
+    if array.health not in RAID_HEALTHS:
+        return None
     if array.health == "ok":
         return "ok"
     return "warn" if array.health == "recovering" else "bad"
