@@ -1,4 +1,4 @@
-"""GpuTable: one row per GPU (NVIDIA keyed by UUID, AMD by card), updated in place; throttle reason names."""
+"""GpuTable: one row per GPU (NVIDIA keyed by UUID, AMD by PCI address), updated in place; throttle reason names."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from rigmon.summary import gpu_key, power_level
 from rigmon.schema import AmdGpuReading, ClockReason, GpuReading
+from rigmon.summary import amd_key, gpu_key, power_level
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge, row_lines
 from rigmon.tui.text import plain
@@ -144,7 +144,7 @@ class GpuTable(DataTable[RenderableType]):
     amd_gpus: reactive[tuple[AmdGpuReading, ...]] = reactive(tuple)
     """AMD GPUs of the node's latest frame."""
     power_trends: reactive[dict[str, tuple[float, ...]]] = reactive(dict)
-    """Per-GPU power history by detail series name (``gpu[<uuid>].power_w``, ``amd[<card>].power_w``)."""
+    """Per-GPU power history by detail series name (``gpu[<uuid>].power_w``, ``amd[<PCI address>].power_w``)."""
     available: reactive[int] = reactive(0)
     """Cells the table may take; optional columns go (`DROP_ORDER`) until it fits. 0: all columns."""
 
@@ -238,6 +238,13 @@ class GpuTable(DataTable[RenderableType]):
         return row_lines.Bars(row_lines.sparkline(data, min(TREND_WIDTH, len(data)), low, high, "max",
                                                   gauge.power(limit_w)))
 
+    def _amd_series(self, gpu: AmdGpuReading) -> str:
+        """The power history of an AMD GPU: by its PCI address (`amd_key`), or by its card from an agent
+        that named it so (older agents)."""
+        series = f"amd[{amd_key(gpu.pci_bus_id, gpu.card)}].power_w"
+        old = f"amd[{gpu.card}].power_w"
+        return old if series not in self.power_trends and old in self.power_trends else series
+
     def throttle_text(self, reasons: tuple[ClockReason, ...] | None, style: Style | str = "",
                       raw: str | None = None) -> Text:
         """Throttle reasons by name, hardware slowdown and power brake in the ``bad`` style."""
@@ -291,7 +298,7 @@ class GpuTable(DataTable[RenderableType]):
             name=plain("AMD " + (gpu.pci_bus_id or gpu.card)),
             state=Text("ok", style=self._style("ok")),
             power=fmt.number(gpu.power_w, 0),
-            trend=self._spark(f"amd[{gpu.card}].power_w"),
+            trend=self._spark(self._amd_series(gpu)),
             sm=fmt.mhz(gpu.clock_sclk_mhz),
             mem=fmt.mhz(gpu.clock_mclk_mhz),
             temp=fmt.temp(gpu.temp_c),
@@ -308,7 +315,8 @@ class GpuTable(DataTable[RenderableType]):
         wanted: list[tuple[str, dict[str, RenderableType]]] = [
             (gpu_key(g.uuid, g.index), self.nvidia_cells(g)) for g in self.gpus
         ]
-        wanted += [(f"amd:{a.card}", self.amd_cells(a)) for a in self.amd_gpus]
+        # By PCI address: a row (and the cursor on it) stays its GPU when a reboot renumbers the cards.
+        wanted += [(f"amd:{amd_key(a.pci_bus_id, a.card)}", self.amd_cells(a)) for a in self.amd_gpus]
         dropped = self.fit([cells for _, cells in wanted])
         if [key for key, _ in self._columns(dropped)] != self._shown_columns:
             self.clear(columns=True)
