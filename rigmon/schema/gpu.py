@@ -135,7 +135,8 @@ class GpuProcessReading(Record, frozen=True):
     ``cmdline`` the full one. ``in_namespace`` is false when the PID is not visible in the
     agent's ``/proc`` (a process in another PID namespace, such as a container, or one that
     exited between listing and reading): only what the GPU driver gives is then known.
-    ``gpu_mem_bytes`` is the GPU memory the process holds (AMD: ``drm-memory-vram``);
+    ``gpu_mem_bytes`` is the GPU memory the process holds (AMD: its buffers resident in VRAM and GTT,
+    ``drm-resident-``/``drm-memory-vram`` and ``-gtt``: on an APU most of it is GTT);
     ``util_pct`` the SM (AMD: gfx engine) utilisation of the process where the driver
     samples it; ``started_at`` Unix seconds from ``/proc/PID/stat`` and the boot time.
     ``agent_other_pid_ns`` (NVIDIA) is true when the agent's ``/proc`` is another PID namespace
