@@ -108,7 +108,9 @@ class AmdGpuReading(Record, frozen=True):
 
     ``power_w`` is hwmon ``power1_average`` (or ``power1_input``); clocks are the
     current DPM levels of ``pp_dpm_sclk``/``pp_dpm_mclk``; on APUs such as Strix Halo
-    "VRAM" is the carve-out of system memory.
+    "VRAM" is the carve-out of system memory. ``gtt_*_bytes`` (``mem_info_gtt_total``/``_used``)
+    is the system memory mapped for the GPU: on an APU where most of a job's memory is; ``null``
+    where the driver does not say and from agents older than the fields.
     """
 
     card: str
@@ -120,6 +122,8 @@ class AmdGpuReading(Record, frozen=True):
     temp_c: float | None
     vram_total_bytes: int | None
     vram_used_bytes: int | None
+    gtt_total_bytes: int | None = None
+    gtt_used_bytes: int | None = None
 
 
 GpuVendor = Literal["nvidia", "amd"]

@@ -101,6 +101,20 @@ def vram(used: int | None, total: int | None) -> str:
             f"{fmt.MISSING if total is None else f'{total / GIB:.1f}'}")
 
 
+#: GTT in use from which an AMD GPU's memory cell names it: a discrete card's job keeps a little there
+#: (staging buffers), an APU's most of its memory.
+GTT_SHOWN_BYTES = GIB
+
+
+def amd_memory(gpu: AmdGpuReading) -> str:
+    """An AMD GPU's VRAM used of total, and its GTT in use from `GTT_SHOWN_BYTES` on: ``0.4/0.5 +60.0 GTT``
+    (a Strix Halo box, whose VRAM is the BIOS's small carve-out and whose job's memory is GTT)."""
+    text = vram(gpu.vram_used_bytes, gpu.vram_total_bytes)
+    if gpu.gtt_used_bytes is not None and gpu.gtt_used_bytes >= GTT_SHOWN_BYTES:
+        text += f" +{gpu.gtt_used_bytes / GIB:.1f} GTT"
+    return text
+
+
 def ecc_nonzero(gpu: GpuReading) -> bool:
     """Whether the GPU counted any ECC error (corrected or not) since the driver loaded."""
     return bool(gpu.ecc_corrected_total or gpu.ecc_uncorrected_total)
@@ -303,7 +317,7 @@ class GpuTable(DataTable[RenderableType]):
             mem=fmt.mhz(gpu.clock_mclk_mhz),
             temp=fmt.temp(gpu.temp_c),
             util=fmt.pct(gpu.busy_pct),
-            vram=vram(gpu.vram_used_bytes, gpu.vram_total_bytes),
+            vram=amd_memory(gpu),
         )
         return cells
 
