@@ -14,7 +14,7 @@ from rigmon.cluster.history import NodeHistory
 from rigmon.cluster.history_answer import history_answer
 from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Frame, History
-from rigmon.summary import amd_key, gpu_key
+from rigmon.summary import gpu_key
 
 if TYPE_CHECKING:
     from rigmon.cluster.node_store import NodeStore
@@ -28,9 +28,10 @@ HELD_SOURCES: dict[str, str] = {
     "psu_rail.volts.mean_volts": "rail.mean_volts",
 }
 #: Per-device series of the store (`rigmon.summary.detail_values`) and the ``/v1/history`` series
-#: each stands for: ``raid[md0].read_bytes_per_s`` is ``raid[md0].read_bytes_per_s``. An AMD GPU's
-#: power is found by the node's latest frame (`held_sources`).
+#: each stands for: ``amd[0000:c3:00.0].power_w`` is ``amd_gpus[0000:c3:00.0].power_w`` (an AMD GPU by its
+#: PCI address, `rigmon.series.ELEMENT_KEY_FIELDS`; by card from older agents: `held_sources`).
 _DETAIL_NAMES = (
+    (lazy_compile(r"amd\[(?P<key>.*)\]\.power_w"), "amd_gpus[{key}].power_w"),
     (lazy_compile(r"raid\[(?P<key>.*)\]\.(?P<field>(read|write)_bytes_per_s)"), "raid[{key}].{field}"),
     (lazy_compile(r"path\[(?P<key>.*)\]\.resistance_mohm"), "path_resistance[{key}].resistance_mohm"),
 )
@@ -58,10 +59,8 @@ def held_sources(history: NodeHistory, latest: Frame | None) -> dict[str, str]:
     A GPU's power (``gpus[0].power_peak_w``, or ``gpus[0].power_w`` where the chart draws the
     reading) is its per-device series (``gpu[<uuid>].power_w``: the peak between polls where the
     driver has it), found by the GPU's index and identity in the node's ``latest`` frame. An AMD GPU's
-    (``amd_gpus[card0].power_w``: the journal names it by its DRM card) is its series by PCI address
-    (``amd[0000:c3:00.0].power_w``, `rigmon.summary.amd_key`), the card's name of this boot found in
-    ``latest``: the history of the GPU that is ``card0`` now, even if it was ``card1`` before a reboot
-    (``amd[card0].power_w`` from an agent that keyed it by card). The temperatures
+    (``amd_gpus[0000:c3:00.0].power_w``) is its series of the same PCI address, or, from an agent that
+    named it by its DRM card (``amd[card0].power_w``), that card's in ``latest``. The temperatures
     the temperature charts draw are held under their own names (`NodeHistory.temperatures`). Bus error
     rates, link speeds and the rail's maximum are not held: those lines stay empty.
     """
@@ -76,10 +75,11 @@ def held_sources(history: NodeHistory, latest: Frame | None) -> dict[str, str]:
         held = f"gpu[{gpu_key(gpu.uuid, gpu.index)}].power_w"
         out[f"gpus[{gpu.index}].power_peak_w"] = out[f"gpus[{gpu.index}].power_w"] = held
     for amd in latest.readings.amd_gpus if latest is not None else ():
-        for held in (f"amd[{amd_key(amd.pci_bus_id, amd.card)}].power_w", f"amd[{amd.card}].power_w"):
-            if held in history.details:
-                out[f"amd_gpus[{amd.card}].power_w"] = held
-                break
+        wanted = f"amd_gpus[{amd.pci_bus_id or amd.card}].power_w"
+        old = f"amd[{amd.card}].power_w"
+        if amd.pci_bus_id is not None and f"amd[{amd.pci_bus_id}].power_w" not in history.details \
+                and old in history.details:
+            out[wanted] = old
     return out
 
 

@@ -320,7 +320,7 @@ def detail_values(readings: Readings) -> dict[str, float | None]:
     """Per-device figures the node screen draws as trends, by series name.
 
     Names: ``gpu[<uuid or index>].power_w`` (NVIDIA: the peak between polls where the
-    driver has it, else the reading), ``amd[<PCI address, else card:<card>>].power_w`` (`amd_key`),
+    driver has it, else the reading), ``amd[<PCI address, else card>].power_w`` (`amd_key`),
     ``raid[<name>].read_bytes_per_s``
     and ``.write_bytes_per_s``, ``rail.mean_volts``, ``path[<path>].resistance_mohm``,
     ``net[<name>].bytes_per_s``. A series ending in ``_volts`` keeps each bucket's minimum
@@ -353,9 +353,10 @@ def gpu_key(uuid: str | None, index: int) -> str:
 
 
 def amd_key(pci_bus_id: str | None, card: str) -> str:
-    """Identity of an AMD GPU on the dashboard: its PCI address (``0000:c3:00.0``), else ``card:card0``.
+    """Identity of an AMD GPU on the dashboard: its PCI address (``0000:c3:00.0``), else its card (``card0``),
+    as its series are named (`rigmon.series.ELEMENT_KEY_FIELDS`).
 
-    Not the DRM card number alone: it follows the drivers' probe order and may name another GPU after
-    a reboot, whose history and table row would then continue as this one's.
+    Not the DRM card number where the PCI address is known: it follows the drivers' probe order and may
+    name another GPU after a reboot, whose history and table row would then continue as this one's.
     """
-    return pci_bus_id if pci_bus_id is not None else f"card:{card}"
+    return pci_bus_id if pci_bus_id is not None else card

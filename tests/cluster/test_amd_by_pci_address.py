@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
+from rigmon.cluster.chart import charts_for, frame_values
 from rigmon.cluster.held_history import held_history
 from rigmon.cluster.node_store import NodeStore
 from rigmon.schema import Frame
@@ -22,6 +23,11 @@ def renumbered(frames: list[Frame], card: str) -> list[Frame]:
     return out
 
 
+def charted(frames: list[Frame]) -> list[str]:
+    """Every series the node's charts ask for."""
+    return [name for chart in charts_for(frame_values(frames[-1])) for name in chart.series]
+
+
 def test_an_amd_gpus_power_history_goes_on_when_a_reboot_renumbers_its_card() -> None:
     frames = load_frames("strix-amd-gpu")
     half = len(frames) // 2
@@ -32,8 +38,10 @@ def test_an_amd_gpus_power_history_goes_on_when_a_reboot_renumbers_its_card() ->
         {n for n in detail_values(after[-1].readings) if n.startswith("amd[")} == {f"amd[{gpu.pci_bus_id}].power_w"}
     store = NodeStore("http://n:1", "http://n:1", FakeClock())
     store.add_frames(before + after)
-    # The chart of the GPU that is card1 now draws its whole hour, the frames before the reboot too.
-    name = "amd_gpus[card1].power_w"
+    # The chart of the GPU draws its whole hour, the frames before the reboot too, under its PCI address
+    # as the agent's journal names it.
+    name = f"amd_gpus[{gpu.pci_bus_id}].power_w"
+    assert name in charted(after)
     held = held_history(store, frames[0].taken_at, frames[-1].taken_at, [name], "agent unreachable")
     assert held is not None
     drawn = held.history.series[name].max
@@ -48,5 +56,6 @@ def test_an_agent_that_keyed_the_power_by_card_is_still_charted() -> None:
     store.add_frames(frames)
     history = store.history
     history.details = {("amd[card0].power_w" if k.startswith("amd[") else k): v for k, v in history.details.items()}
-    held = held_history(store, frames[0].taken_at, frames[-1].taken_at, ["amd_gpus[card0].power_w"], "why")
-    assert held is not None and len(held.history.series["amd_gpus[card0].power_w"].max) == len(frames)
+    name = f"amd_gpus[{frames[-1].readings.amd_gpus[0].pci_bus_id}].power_w"
+    held = held_history(store, frames[0].taken_at, frames[-1].taken_at, [name], "why")
+    assert held is not None and len(held.history.series[name].max) == len(frames)
