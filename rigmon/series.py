@@ -3,7 +3,8 @@
 A series is one numeric field of the readings, named by its path: ``host.cpu_pct``,
 ``net[eth0].rx_bytes_per_s``, ``gpus[0].power_w``, ``psu[/dev/ttyACM0].volts.min_volts``.
 An element of a list is named by its first field (the record's identity: ``index``,
-``name``, ``sensor``, ``port``...) when that is a string or an integer, else by its position.
+``name``, ``sensor``, ``port``...) when that is a string or an integer, else by its position;
+an AMD GPU by its PCI address (`ELEMENT_KEY_FIELDS`: ``amd_gpus[0000:c3:00.0].power_w``).
 Sources added later get series without code here.
 """
 
@@ -17,6 +18,11 @@ import msgspec
 
 #: Series kept per bucket: [min, sum, max, count]; the mean is sum / count.
 Stats = list[float]
+#: Lists of the readings whose elements are named by another field than their first, by the list's
+#: name: an AMD GPU by its PCI address, not its DRM card (``card0``), which follows the drivers' probe
+#: order and may be another GPU's after a reboot (its history went on as that GPU's). An element
+#: without a string or integer there is named as any other.
+ELEMENT_KEY_FIELDS: dict[str, str] = {"amd_gpus": "pci_bus_id"}
 
 
 def iter_numeric(data: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
@@ -30,16 +36,21 @@ def iter_numeric(data: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
                 continue
             yield from iter_numeric(value, f"{prefix}.{key}" if prefix else str(key))
     elif isinstance(data, (list, tuple)):
+        key = ELEMENT_KEY_FIELDS.get(prefix)
         for position, item in enumerate(data):
-            yield from iter_numeric(item, f"{prefix}[{_element_key(item, position)}]")
+            yield from iter_numeric(item, f"{prefix}[{_element_key(item, position, key)}]")
     elif isinstance(data, (int, float)) and not isinstance(data, bool):
         value = float(data)
         if math.isfinite(value):
             yield prefix, value
 
 
-def _element_key(item: Any, position: int) -> str:
+def _element_key(item: Any, position: int, key: str | None = None) -> str:
     if isinstance(item, Mapping) and item:
+        if key is not None:
+            named = item.get(key)
+            if isinstance(named, (str, int)) and not isinstance(named, bool):
+                return str(named)
         first = next(iter(item.values()))
         if isinstance(first, (str, int)) and not isinstance(first, bool):
             return str(first)
@@ -72,8 +83,9 @@ def _series_into(data: Any, prefix: str, out: dict[str, float]) -> None:
             else:
                 _series_into(value, name, out)
     elif isinstance(data, (list, tuple)):
+        key = ELEMENT_KEY_FIELDS.get(prefix)
         for position, item in enumerate(data):
-            _series_into(item, f"{prefix}[{_element_key(item, position)}]", out)
+            _series_into(item, f"{prefix}[{_element_key(item, position, key)}]", out)
     elif isinstance(data, (int, float)) and not isinstance(data, bool):
         value = float(data)
         if math.isfinite(value):

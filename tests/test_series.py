@@ -39,3 +39,13 @@ def test_frame_series_edge_cases() -> None:
         "same[a].v": 2.0,
     }
     assert frame_series({"readings": None}) == {}
+
+
+def test_an_amd_gpu_is_named_by_its_pci_address_not_its_card() -> None:
+    # The DRM card follows the drivers' probe order: after a reboot card0 may be the other GPU, whose
+    # history then went on under the first one's name (and the first's stopped under card1's).
+    readings = {"amd_gpus": [{"card": "card1", "pci_bus_id": "0000:03:00.0", "power_w": 250.0},
+                             {"card": "card0", "pci_bus_id": None, "power_w": 9.5}]}
+    series = frame_series({"readings": readings})
+    assert series == {"amd_gpus[0000:03:00.0].power_w": 250.0, "amd_gpus[card0].power_w": 9.5}
+    assert list(series.items()) == list(_reference(readings).items())

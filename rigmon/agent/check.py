@@ -6,22 +6,32 @@ import threading
 import time
 import typing
 from collections.abc import Callable, Sequence
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 from msgspec.structs import replace
 
 from rigmon.agent.agent import FRAME_COLLECTOR_NAMES, build_collectors
 from rigmon.agent.check_alarms import AgentAlarms, NoAgent, with_agent_alarms
-from rigmon.agent.check_rail import PortOfRunningAgent, rail_from_agent, running_agent_reads_port
-from rigmon.agent.sampler import ROUTES
+from rigmon.agent.check_rail import (
+    PortOfRunningAgent,
+    rail_from_agent,
+    running_agent_reads_port,
+)
 from rigmon.agent.guard.state_file import state_file_note
+from rigmon.agent.sampler import ROUTES
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rule_config import rules_from_config
 from rigmon.alarms.rules import Rule
 from rigmon.clock import Clock
-from rigmon.collectors.base import Collector, CollectorError, CollectorStarting, EventDraft, NoData
+from rigmon.collectors.base import (
+    Collector,
+    CollectorError,
+    CollectorStarting,
+    EventDraft,
+    NoData,
+)
 from rigmon.config import AgentConfig, default_state_dir
 from rigmon.hw.nvml.watchdog import RunningStopwatch, wait_running
 from rigmon.hw.nvml_control import open_nvml_control
@@ -436,12 +446,15 @@ def busy_gpus(readings: Readings, node: str, now_at: float) -> tuple[Alarm, ...]
             finding(f"gpu:{gpu.index}", f"GPU {gpu.index} has {gpu.mem_used_bytes / GIB:.1f} GiB of memory in use "
                                         "and no process this node can see", gpu.mem_used_bytes)
     for amd in readings.amd_gpus:
-        procs = [p for p in readings.gpu_processes if p.vendor == "amd" and p.pci_bus_id == amd.pci_bus_id]
+        procs = [p for p in readings.gpu_processes if p.vendor == "amd" and p.pci_bus_id is not None
+                 and p.pci_bus_id == amd.pci_bus_id]
         if procs:
             total = used(procs)
             memory = f"{total / GIB:.1f} GiB" if total is not None else "memory"
-            finding(f"amd_gpu:{amd.card}", f"AMD GPU {amd.card} is busy: {holding(procs)} {memory}: {who(procs)}",
-                    total)
+            # The subject by PCI address, as the GPU's process events name it: the card number may
+            # name another GPU after a reboot. The message names the card too (/sys/class/drm/card1).
+            finding(f"amd_gpu:{amd.pci_bus_id}", f"AMD GPU {amd.card} ({amd.pci_bus_id}) is busy: "
+                                                 f"{holding(procs)} {memory}: {who(procs)}", total)
     return tuple(found)
 
 

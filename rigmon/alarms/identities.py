@@ -11,8 +11,10 @@ from typing import Any
 from rigmon.typed import record_field_names
 
 #: Fields that name a list item, in order of preference. ``index`` comes before ``name``
-#: because a GPU's ``name`` is its product name, shared by every GPU of a node.
-IDENTITY_FIELDS = ("index", "uuid", "name", "id", "sensor", "device", "path", "bus_id", "link")
+#: because a GPU's ``name`` is its product name, shared by every GPU of a node. ``pci_bus_id``
+#: names an AMD GPU (``amd_gpus[pci_bus_id=0000:c3:00.0]``): its DRM card number follows the
+#: drivers' probe order, and its place in the list moves when a GPU before it is gone.
+IDENTITY_FIELDS = ("index", "uuid", "name", "id", "sensor", "device", "path", "bus_id", "link", "pci_bus_id")
 
 #: Identity labels and path part of every item of a list, by ``id()`` of the list.
 IdentityMemo = dict[int, list[tuple[dict[str, str], str]]]

@@ -84,7 +84,8 @@ def charts_for(values: Mapping[str, float], subject: str | None = None) -> list[
         # The peak between polls where the driver has it: a V100's peaks are what sag the rail.
         peak = any(f"gpus[{i}].power_peak_w" in values for i in gpus)
         lines = [Line(f"GPU {i}", f"gpus[{i}].power_peak_w" if peak else f"gpus[{i}].power_w", "max") for i in gpus]
-        lines += [Line(f"{card}", f"amd_gpus[{card}].power_w", "max") for card in amds]
+        # By PCI address (`rigmon.series.ELEMENT_KEY_FIELDS`): the card number may be another GPU's after a reboot.
+        lines += [Line(f"AMD {key}", f"amd_gpus[{key}].power_w", "max") for key in amds]
         limits = sorted({values[f"gpus[{i}].power_limit_w"] for i in gpus if f"gpus[{i}].power_limit_w" in values})
         charts.append(Chart(
             "gpu_power", "GPU power (W): highest peak of each GPU", "W", tuple(lines),

@@ -28,7 +28,8 @@ HELD_SOURCES: dict[str, str] = {
     "psu_rail.volts.mean_volts": "rail.mean_volts",
 }
 #: Per-device series of the store (`rigmon.summary.detail_values`) and the ``/v1/history`` series
-#: each stands for: ``amd[card0].power_w`` is ``amd_gpus[card0].power_w``.
+#: each stands for: ``amd[0000:c3:00.0].power_w`` is ``amd_gpus[0000:c3:00.0].power_w`` (an AMD GPU by its
+#: PCI address, `rigmon.series.ELEMENT_KEY_FIELDS`; by card from older agents: `held_sources`).
 _DETAIL_NAMES = (
     (lazy_compile(r"amd\[(?P<key>.*)\]\.power_w"), "amd_gpus[{key}].power_w"),
     (lazy_compile(r"raid\[(?P<key>.*)\]\.(?P<field>(read|write)_bytes_per_s)"), "raid[{key}].{field}"),
@@ -57,7 +58,9 @@ def held_sources(history: NodeHistory, latest: Frame | None) -> dict[str, str]:
 
     A GPU's power (``gpus[0].power_peak_w``, or ``gpus[0].power_w`` where the chart draws the
     reading) is its per-device series (``gpu[<uuid>].power_w``: the peak between polls where the
-    driver has it), found by the GPU's index and identity in the node's ``latest`` frame. The temperatures
+    driver has it), found by the GPU's index and identity in the node's ``latest`` frame. An AMD GPU's
+    (``amd_gpus[0000:c3:00.0].power_w``) is its series of the same PCI address, or, from an agent that
+    named it by its DRM card (``amd[card0].power_w``), that card's in ``latest``. The temperatures
     the temperature charts draw are held under their own names (`NodeHistory.temperatures`). Bus error
     rates, link speeds and the rail's maximum are not held: those lines stay empty.
     """
@@ -71,6 +74,12 @@ def held_sources(history: NodeHistory, latest: Frame | None) -> dict[str, str]:
     for gpu in latest.readings.gpus if latest is not None else ():
         held = f"gpu[{gpu_key(gpu.uuid, gpu.index)}].power_w"
         out[f"gpus[{gpu.index}].power_peak_w"] = out[f"gpus[{gpu.index}].power_w"] = held
+    for amd in latest.readings.amd_gpus if latest is not None else ():
+        wanted = f"amd_gpus[{amd.pci_bus_id or amd.card}].power_w"
+        old = f"amd[{amd.card}].power_w"
+        if amd.pci_bus_id is not None and f"amd[{amd.pci_bus_id}].power_w" not in history.details \
+                and old in history.details:
+            out[wanted] = old
     return out
 
 

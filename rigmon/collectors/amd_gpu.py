@@ -1,4 +1,4 @@
-"""AMD GPU collector: amdgpu sysfs (hwmon power, busy %, DPM clocks, temperature, VRAM), e.g. Strix Halo."""
+"""AMD GPU collector: amdgpu sysfs (hwmon power, busy %, DPM clocks, temperature, VRAM, GTT), e.g. Strix Halo."""
 
 from __future__ import annotations
 
@@ -155,6 +155,8 @@ class AmdGpuCollector(PolledCollector):
             temp_c=temp_c,
             vram_total_bytes=parse_int(self.root.read_attr(f"{dev}/mem_info_vram_total")),
             vram_used_bytes=parse_int(self.root.read_attr(f"{dev}/mem_info_vram_used")),
+            gtt_total_bytes=parse_int(self.root.read_attr(f"{dev}/mem_info_gtt_total")),
+            gtt_used_bytes=parse_int(self.root.read_attr(f"{dev}/mem_info_gtt_used")),
         )
 
 

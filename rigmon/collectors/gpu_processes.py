@@ -308,13 +308,13 @@ class GpuProcessCollector:
                 continue
             info = self._procs.read(pid, boot_at)
             for pdev, group in by_card.items():
-                vram = [c.vram_bytes for c in group if c.vram_bytes is not None]
+                held = [c.gpu_mem_bytes for c in group if c.gpu_mem_bytes is not None]
                 busy_ns = sum(c.engine_ns.get("gfx", 0) + c.engine_ns.get("compute", 0) for c in group)
                 rate = self._rates.rate(("amd", pdev, pid), busy_ns, now_s)
                 util = None if rate is None else round(min(100.0, max(0.0, rate / NANO * 100.0)), 1)
                 out[("amd", cards[pdev], pid)] = self._reading(
                     info, pid, "amd", users, pci_bus_id=pdev, kind="drm",
-                    gpu_mem_bytes=sum(vram) if vram else None, util_pct=util)
+                    gpu_mem_bytes=sum(held) if held else None, util_pct=util)
         return out
 
     def _scan_drm_fds(self, pid: int) -> tuple[str, ...]:

@@ -40,15 +40,32 @@ class ProcStat:
     exit_status: int | None
 
 
+#: The memory regions of a DRM client whose buffers the GPU uses: ``vram`` (on an APU the BIOS's
+#: carve-out of system memory) and ``gtt`` (system memory mapped into the GPU's address space: on
+#: an APU such as Strix Halo, where most of a job's memory is). Not ``cpu``: buffers the GPU cannot
+#: reach until they move back (swapped out, evicted to system memory).
+GPU_MEMORY_REGIONS = ("vram", "gtt")
+
+
 @dataclass(frozen=True, slots=True)
 class DrmClient:
-    """One DRM file descriptor's fdinfo: driver, device, client id, busy nanoseconds, VRAM bytes."""
+    """One DRM file descriptor's fdinfo: driver, device, client id, busy nanoseconds, and the bytes
+    its buffers take in VRAM and in GTT (resident: with memory behind them; ``None`` when not said)."""
 
     driver: str
     pdev: str | None
     client_id: str | None
     engine_ns: dict[str, int]
     vram_bytes: int | None
+    gtt_bytes: int | None = None
+
+    @property
+    def gpu_mem_bytes(self) -> int | None:
+        """The memory the client holds for the GPU: VRAM and GTT together (a buffer is resident in one
+        region at a time, so neither counts another's), ``None`` when neither is said."""
+        known = [n for n in (self.vram_bytes, self.gtt_bytes) if n is not None]
+        total = sum(known)
+        return total if known and total <= U64_MAX else None
 
 
 def parse_proc_stat(text: str) -> ProcStat | None:
@@ -212,14 +229,23 @@ def parse_drm_fdinfo(text: str) -> DrmClient | None:
             number = value.split()[0] if value else ""
             if number.isdigit() and (ns := parse_int(number)) is not None:
                 engines[key.removeprefix("drm-engine-")] = ns
-    vram = None
-    # Older amdgpu: drm-memory-vram; since Linux 6.? the common keys drm-resident-/drm-total-vram.
-    for key in ("drm-memory-vram", "drm-resident-vram", "drm-total-vram"):
-        if key in values:
-            vram = _size_bytes(values[key])
-            break
+    vram, gtt = (_region_bytes(values, region) for region in GPU_MEMORY_REGIONS)
     return DrmClient(driver=driver, pdev=values.get("drm-pdev"), client_id=values.get("drm-client-id"),
-                     engine_ns=engines, vram_bytes=vram)
+                     engine_ns=engines, vram_bytes=vram, gtt_bytes=gtt)
+
+
+def _region_bytes(values: dict[str, str], region: str) -> int | None:
+    """Bytes of a client's buffers resident in ``region``, from its fdinfo keys.
+
+    drm-usage-stats: ``drm-resident-<region>`` is what has memory behind it; ``drm-memory-<region>``
+    (amdgpu before Linux 6.11, and since then beside the common keys) is its deprecated alias;
+    ``drm-total-<region>`` also counts buffers without memory yet (or evicted), taken only when neither
+    is there. Not amdgpu's ``amd-requested-*``: a buffer that may go in VRAM or GTT is in both.
+    """
+    for key in (f"drm-resident-{region}", f"drm-memory-{region}", f"drm-total-{region}"):
+        if key in values:
+            return _size_bytes(values[key])
+    return None
 
 
 def _size_bytes(value: str) -> int | None:

@@ -108,7 +108,9 @@ class AmdGpuReading(Record, frozen=True):
 
     ``power_w`` is hwmon ``power1_average`` (or ``power1_input``); clocks are the
     current DPM levels of ``pp_dpm_sclk``/``pp_dpm_mclk``; on APUs such as Strix Halo
-    "VRAM" is the carve-out of system memory.
+    "VRAM" is the carve-out of system memory. ``gtt_*_bytes`` (``mem_info_gtt_total``/``_used``)
+    is the system memory mapped for the GPU: on an APU where most of a job's memory is; ``null``
+    where the driver does not say and from agents older than the fields.
     """
 
     card: str
@@ -120,6 +122,8 @@ class AmdGpuReading(Record, frozen=True):
     temp_c: float | None
     vram_total_bytes: int | None
     vram_used_bytes: int | None
+    gtt_total_bytes: int | None = None
+    gtt_used_bytes: int | None = None
 
 
 GpuVendor = Literal["nvidia", "amd"]
@@ -135,7 +139,8 @@ class GpuProcessReading(Record, frozen=True):
     ``cmdline`` the full one. ``in_namespace`` is false when the PID is not visible in the
     agent's ``/proc`` (a process in another PID namespace, such as a container, or one that
     exited between listing and reading): only what the GPU driver gives is then known.
-    ``gpu_mem_bytes`` is the GPU memory the process holds (AMD: ``drm-memory-vram``);
+    ``gpu_mem_bytes`` is the GPU memory the process holds (AMD: its buffers resident in VRAM and GTT,
+    ``drm-resident-``/``drm-memory-vram`` and ``-gtt``: on an APU most of it is GTT);
     ``util_pct`` the SM (AMD: gfx engine) utilisation of the process where the driver
     samples it; ``started_at`` Unix seconds from ``/proc/PID/stat`` and the boot time.
     ``agent_other_pid_ns`` (NVIDIA) is true when the agent's ``/proc`` is another PID namespace

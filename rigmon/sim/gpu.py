@@ -324,11 +324,21 @@ def clock_ratio(gpu: FakeGpu) -> float:
 
 #: A load below which an amdgpu card's training job is gone and its VRAM freed.
 JOB_GONE_LOAD = 0.02
+#: Share of an APU's VRAM carve-out a job's buffers fill before the driver places them in GTT (the rest
+#: holds the display's and the firmware's).
+APU_VRAM_FILL = 0.75
+#: Granularity of a simulated amdgpu job's allocations.
+AMD_BLOCK_BYTES = 2 * 1024**2
 
 
 @dataclass
 class SimAmdGpu:
-    """An amdgpu GPU (a Strix Halo iGPU by default) in sysfs: hwmon power, busy %, DPM clocks, VRAM.
+    """An amdgpu GPU (a Strix Halo iGPU by default) in sysfs: hwmon power, busy %, DPM clocks, VRAM, GTT.
+
+    A Strix Halo box as set up for training (128 GB of unified memory): the BIOS's VRAM carve-out
+    small (512 MiB), the GPU's memory GTT, system memory mapped for the GPU (``amdgpu.gttsize`` or
+    ``ttm.pages_limit`` raised to ~110 GiB); a job's buffers fill the carve-out, the rest is GTT.
+    A discrete card is ``gtt_total_bytes=0``: its job's buffers are VRAM.
 
     Args:
         card: DRM card name.
@@ -341,13 +351,15 @@ class SimAmdGpu:
     device_id: str = "0x1586"
     idle_w: float = 9.0
     load_w: float = 120.0
-    vram_total_bytes: int = 96 * 1024**3
+    vram_total_bytes: int = 512 * 1024**2
+    gtt_total_bytes: int = 110 * 1024**3
     sclk_levels_mhz: tuple[int, ...] = (600, 1500, 2900)
     mclk_levels_mhz: tuple[int, ...] = (1000, 4000)
     power_w: float = 9.0
     busy_pct: float = 0.0
     temp_c: float = 40.0
     vram_used_bytes: int = 0
+    gtt_used_bytes: int = 0
     #: Its hwmon device's number (``<pci>/hwmon/hwmon1``).
     hwmon_number: int = 1
     #: The power files its hwmon device has: which of ``power1_average`` and ``power1_input`` exist
@@ -373,9 +385,12 @@ class SimAmdGpu:
         # A training job's allocator keeps what it took until the job ends: VRAM rises with the load
         # at once and stays through the job's lighter phases (compute and collectives alternate each
         # step), freed only when the load is gone. It followed every step's load: 58.6 <-> 81.6 GiB a sample.
-        wanted = int(self.vram_total_bytes * (0.05 + 0.8 * min(1.0, load * 2)))
-        if wanted > self.vram_used_bytes or load < JOB_GONE_LOAD:
-            self.vram_used_bytes = wanted
+        share = 0.05 + 0.8 * min(1.0, load * 2)
+        # In the allocator's 2 MiB blocks: fdinfo's KiB give the bytes back exactly.
+        wanted = int((self.vram_total_bytes + self.gtt_total_bytes) * share) // AMD_BLOCK_BYTES * AMD_BLOCK_BYTES
+        if wanted > self.vram_used_bytes + self.gtt_used_bytes or load < JOB_GONE_LOAD:
+            vram = min(wanted, int(self.vram_total_bytes * APU_VRAM_FILL)) if self.gtt_total_bytes else wanted
+            self.vram_used_bytes, self.gtt_used_bytes = vram, wanted - vram
         node.bus["gpu_power_w"] = self.power_w
 
     def write(self, tree: Tree) -> None:
@@ -391,6 +406,8 @@ class SimAmdGpu:
         tree.write(f"{dev}/pp_dpm_mclk", _dpm(self.mclk_levels_mhz, len(self.mclk_levels_mhz) - 1 if busy else 0))
         tree.write(f"{dev}/mem_info_vram_total", f"{self.vram_total_bytes}\n")
         tree.write(f"{dev}/mem_info_vram_used", f"{self.vram_used_bytes}\n")
+        tree.write(f"{dev}/mem_info_gtt_total", f"{self.gtt_total_bytes}\n")
+        tree.write(f"{dev}/mem_info_gtt_used", f"{self.gtt_used_bytes}\n")
         power = f"{int(self.power_w * 1_000_000)}\n"
         self.hwmon.write(tree, {**dict.fromkeys(self.power_files, power), "temp1_input": f"{int(self.temp_c * 1000)}\n"},
                          fixed={"name": "amdgpu\n", "temp1_label": "edge\n"})

@@ -223,7 +223,8 @@ class SimDdpJob:
 class SimAmdJob:
     """A training process on an AMD GPU (ROCm PyTorch): its ``/proc`` entry and the DRM fdinfo
     of its render node, whose ``drm-engine-gfx`` busy time follows the GPU's busy percentage and
-    ``drm-memory-vram`` the GPU's VRAM in use. Add it after the GPU.
+    whose memory keys the GPU's VRAM and GTT in use (on a Strix Halo box most of it GTT). Add it
+    after the GPU.
     """
 
     gpu: SimAmdGpu
@@ -263,13 +264,18 @@ class SimAmdJob:
             tree.symlink(f"{base}/fd/0", "/dev/null")
             tree.write(f"{base}/fdinfo/0", "pos:\t0\nflags:\t0100002\nmnt_id:\t25\nino:\t5\n")
             tree.symlink(f"{base}/fd/5", "/dev/dri/renderD128")
-        # amdgpu's fdinfo (Linux 6.x): one DRM client per open render node.
+        # amdgpu's fdinfo (Linux 6.11+): one DRM client per open render node; per region the common
+        # keys, then amdgpu's legacy drm-memory-* (its resident figures) and its own amd-* keys.
+        vram, gtt = self.gpu.vram_used_bytes // 1024, self.gpu.gtt_used_bytes // 1024
+        regions = "".join(f"drm-total-{name}:\t{kib} KiB\ndrm-shared-{name}:\t0\ndrm-resident-{name}:\t{kib} KiB\n"
+                          f"drm-purgeable-{name}:\t0\n" for name, kib in (("cpu", 0), ("gtt", gtt), ("vram", vram)))
         tree.write(f"{base}/fdinfo/5", (
             f"pos:\t0\nflags:\t02100002\nmnt_id:\t24\nino:\t1073\ndrm-driver:\tamdgpu\n"
-            f"drm-client-id:\t{self.client_id}\ndrm-pdev:\t{self.gpu.bus_id}\npasid:\t32770\n"
-            f"drm-engine-gfx:\t{self.busy_ns} ns\ndrm-engine-compute:\t0 ns\ndrm-engine-dma:\t0 ns\n"
-            f"drm-memory-vram:\t{self.gpu.vram_used_bytes // 1024} KiB\ndrm-memory-gtt:\t2048 KiB\n"
-            "drm-memory-cpu:\t0 KiB\n"))
+            f"drm-client-id:\t{self.client_id}\ndrm-pdev:\t{self.gpu.bus_id}\npasid:\t32770\n{regions}"
+            f"drm-memory-vram:\t{vram} KiB\ndrm-memory-gtt:\t{gtt} KiB\ndrm-memory-cpu:\t0 KiB\n"
+            f"amd-memory-visible-vram:\t{vram} KiB\namd-evicted-vram:\t0 KiB\namd-evicted-visible-vram:\t0 KiB\n"
+            f"amd-requested-vram:\t{vram} KiB\namd-requested-visible-vram:\t{vram} KiB\namd-requested-gtt:\t{gtt} KiB\n"
+            f"drm-engine-gfx:\t{self.busy_ns} ns\ndrm-engine-compute:\t0 ns\ndrm-engine-dma:\t0 ns\n"))
 
     def close(self) -> None:
         """Nothing to release."""

@@ -325,7 +325,8 @@ def detail_values(readings: Readings) -> dict[str, float | None]:
     """Per-device figures the node screen draws as trends, by series name.
 
     Names: ``gpu[<uuid or index>].power_w`` (NVIDIA: the peak between polls where the
-    driver has it, else the reading), ``amd[<card>].power_w``, ``raid[<name>].read_bytes_per_s``
+    driver has it, else the reading), ``amd[<PCI address, else card>].power_w`` (`amd_key`),
+    ``raid[<name>].read_bytes_per_s``
     and ``.write_bytes_per_s``, ``rail.mean_volts``, ``path[<path>].resistance_mohm``,
     ``net[<name>].bytes_per_s``. A series ending in ``_volts`` keeps each bucket's minimum
     when downsampled, every other its maximum (`rigmon.cluster.history.detail_extreme`).
@@ -335,7 +336,7 @@ def detail_values(readings: Readings) -> dict[str, float | None]:
         power = gpu.power_peak_w if gpu.power_peak_w is not None else gpu.power_w
         out[f"gpu[{gpu_key(gpu.uuid, gpu.index)}].power_w"] = power
     for amd in readings.amd_gpus:
-        out[f"amd[{amd.card}].power_w"] = amd.power_w
+        out[f"amd[{amd_key(amd.pci_bus_id, amd.card)}].power_w"] = amd.power_w
     for array in readings.raid:
         out[f"raid[{array.name}].read_bytes_per_s"] = array.read_bytes_per_s
         out[f"raid[{array.name}].write_bytes_per_s"] = array.write_bytes_per_s
@@ -354,3 +355,13 @@ def detail_values(readings: Readings) -> dict[str, float | None]:
 def gpu_key(uuid: str | None, index: int) -> str:
     """Identity of an NVIDIA GPU on the dashboard: its UUID, else ``index:N``."""
     return uuid if uuid is not None else f"index:{index}"
+
+
+def amd_key(pci_bus_id: str | None, card: str) -> str:
+    """Identity of an AMD GPU on the dashboard: its PCI address (``0000:c3:00.0``), else its card (``card0``),
+    as its series are named (`rigmon.series.ELEMENT_KEY_FIELDS`).
+
+    Not the DRM card number where the PCI address is known: it follows the drivers' probe order and may
+    name another GPU after a reboot, whose history and table row would then continue as this one's.
+    """
+    return pci_bus_id if pci_bus_id is not None else card

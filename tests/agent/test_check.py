@@ -80,7 +80,8 @@ def test_critical_finding_exits_2(healthy_tree: Path, tmp_path: Path) -> None:
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "rigmon", "check", "--wait", "0.1", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "rigmon", "check", "--wait", "0.1", *args], check=False,
+                          capture_output=True,
                           text=True, timeout=60, env=env, cwd=REPO)
 
 
@@ -307,3 +308,17 @@ def test_an_nvme_whose_link_is_lost_is_critical(tmp_path: Path) -> None:
     lost = [(a.rule, a.severity) for a in report.findings if a.rule == "nvme_link_lost"]
     assert lost == [("nvme_link_lost", "critical")], report.findings
     assert report.exit_code == 2
+
+
+def test_an_amd_gpu_held_by_a_job_is_named_by_its_pci_address_and_card(tmp_path: Path) -> None:
+    # The subject follows the GPU across a reboot that renumbers the DRM cards (as its process
+    # events' amd_gpu:<PCI address>); the message names the card the operator looks up in sysfs.
+    rig = SimRig(get_scenario("strix-cluster"), 1, tmp_path / "rig")
+    try:
+        rig.step(30.0)
+        report = check(config(rig.nodes[0].tree.root))
+    finally:
+        rig.close()
+    busy = [a for a in report.findings if a.rule == "gpu_busy"]
+    assert [a.subject for a in busy] == ["amd_gpu:0000:c3:00.0"]
+    assert busy[0].message.startswith("AMD GPU card0 (0000:c3:00.0) is busy: 1 process holds ")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from rigmon.agent.journal import JournalStore
 from rigmon.agent.journal.rollup import SHAPE_ERRORS, Rollup, SeriesShape, column_stats
-from rigmon.schema import Frame, InfinibandPortReading, ProbeResponderReading, Readings, decode, encode
+from rigmon.schema import AmdGpuReading, Frame, InfinibandPortReading, ProbeResponderReading, Readings, decode, encode
 from rigmon.series import Stats, add_value, frame_series
 from tests.agent.journal_frames import T0, FakeClock, frame
 
@@ -90,6 +90,29 @@ def test_a_frame_of_another_shape_is_never_read_by_the_old_one(change: str) -> N
     with pytest.raises(SHAPE_ERRORS):
         shape.values(other)
     assert read(SeriesShape(other), other) == frame_series({"readings": other})
+
+
+@pytest.mark.parametrize("change", ["pci_address_moves", "pci_address_goes", "card_renumbered"])
+def test_an_amd_gpu_moved_to_another_pci_address_is_never_read_under_the_old_one(change: str) -> None:
+    # An AMD GPU's series are named by its PCI address (`rigmon.series.ELEMENT_KEY_FIELDS`), not its first field.
+    gpu = AmdGpuReading(card="card0", pci_bus_id="0000:c3:00.0", power_w=100.0, busy_pct=None, clock_sclk_mhz=None,
+                        clock_mclk_mhz=None, temp_c=None, vram_total_bytes=None, vram_used_bytes=None)
+    readings: dict[str, Any] = {"amd_gpus": [msgspec.to_builtins(gpu)]}
+    shape = SeriesShape(readings)
+    assert read(shape, readings) == frame_series({"readings": readings}) == {"amd_gpus[0000:c3:00.0].power_w": 100.0}
+    of_records = SeriesShape(decode(Readings, encode(readings)))
+    other = copy.deepcopy(readings)
+    if change == "pci_address_moves":
+        other["amd_gpus"][0]["pci_bus_id"] = "0000:03:00.0"
+    elif change == "pci_address_goes":
+        other["amd_gpus"][0]["pci_bus_id"] = None
+    else:
+        other["amd_gpus"][0]["card"] = "card1"
+    records = decode(Readings, encode(other))
+    for compiled, data in ((shape, other), (of_records, records)):
+        with pytest.raises(SHAPE_ERRORS):
+            compiled.values(data)
+        assert read(SeriesShape(data), data) == frame_series({"readings": other})
 
 
 def test_words_listed_or_not_are_one_shape() -> None:

@@ -49,6 +49,24 @@ def test_reads_an_amdgpu_card(tmp_path: Path) -> None:
                                     vram_total_bytes=103079215104, vram_used_bytes=51539607552)
 
 
+def test_an_apus_gtt_is_read_beside_its_vram_carve_out(tmp_path: Path) -> None:
+    # A Strix Halo box: the BIOS's 512 MiB carve-out nearly full, the job's 60 GiB in GTT, which the
+    # reading left out: the GPU looked idle at 0.4 of 0.5 GiB.
+    dev = "/sys/bus/pci/devices/0000:c3:00.0"
+    write_tree(tmp_path, {
+        f"{dev}/vendor": "0x1002\n",
+        f"{dev}/mem_info_vram_total": f"{512 * 1024**2}\n",
+        f"{dev}/mem_info_vram_used": f"{400 * 1024**2}\n",
+        f"{dev}/mem_info_gtt_total": f"{110 * 1024**3}\n",
+        f"{dev}/mem_info_gtt_used": f"{60 * 1024**3}\n",
+    })
+    Tree(tmp_path).symlink("/sys/class/drm/card0/device", "../../../bus/pci/devices/0000:c3:00.0")
+    (reading,) = AmdGpuCollector(HostRoot(tmp_path)).collect()
+    assert isinstance(reading, AmdGpuReading)
+    assert (reading.vram_used_bytes, reading.gtt_total_bytes, reading.gtt_used_bytes) == \
+        (400 * 1024**2, 110 * 1024**3, 60 * 1024**3)
+
+
 def test_no_amd_gpu_is_absent(tmp_path: Path) -> None:
     with pytest.raises(NoData):
         AmdGpuCollector(HostRoot(tmp_path)).collect()

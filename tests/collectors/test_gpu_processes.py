@@ -105,6 +105,34 @@ def test_parse_drm_fdinfo_new_keys_and_non_drm_files() -> None:
     assert parse_drm_fdinfo("pos:\t0\nflags:\t02\n") is None
 
 
+APU_FDINFO = ("drm-driver:\tamdgpu\ndrm-client-id:\t9\ndrm-pdev:\t0000:c3:00.0\n"
+              "drm-total-gtt:\t62914560 KiB\ndrm-resident-gtt:\t61865984 KiB\n"
+              "drm-total-vram:\t524288 KiB\ndrm-resident-vram:\t393216 KiB\n"
+              "drm-memory-vram:\t393216 KiB\ndrm-memory-gtt:\t61865984 KiB\ndrm-memory-cpu:\t1048576 KiB\n"
+              "amd-requested-vram:\t62914560 KiB\namd-requested-gtt:\t63438848 KiB\n")
+
+
+@pytest.mark.parametrize(("text", "vram_kib", "gtt_kib"), [
+    # A Strix Halo job (Linux 6.11+): most of its memory is GTT; resident, not total (a buffer not yet
+    # populated) nor amd-requested (a buffer that may go in VRAM or GTT is in both); cpu is not the GPU's.
+    pytest.param(APU_FDINFO, 393216, 61865984, id="apu-6.11"),
+    # amdgpu before 6.11: the drm-memory-* keys only.
+    pytest.param("drm-driver:\tamdgpu\ndrm-memory-vram:\t1024 KiB\ndrm-memory-gtt:\t2048 KiB\n", 1024, 2048,
+                 id="legacy"),
+    # A driver giving only totals.
+    pytest.param("drm-driver:\txe\ndrm-total-vram:\t3 MiB\n", 3072, None, id="total-only"),
+    pytest.param("drm-driver:\tamdgpu\ndrm-engine-gfx:\t5 ns\n", None, None, id="no-memory-keys"),
+])
+def test_parse_drm_fdinfo_counts_vram_and_gtt_resident(text: str, vram_kib: int | None, gtt_kib: int | None) -> None:
+    # The VRAM alone showed a Strix Halo job holding 60 GiB as 0.4 GiB.
+    client = parse_drm_fdinfo(text)
+    assert client is not None
+    kib = [None if n is None else n * 1024 for n in (vram_kib, gtt_kib)]
+    assert [client.vram_bytes, client.gtt_bytes] == kib
+    known = [n for n in kib if n is not None]
+    assert client.gpu_mem_bytes == (sum(known) if known else None)
+
+
 # -- the collector against a tree and the fake NVML ---------------------------------------
 
 

@@ -130,8 +130,43 @@ async def test_amd_gpus_share_the_table() -> None:
         assert "1/1" in row_text(app, "strix").splitlines()[0]
         await open_node(app, next(iter(fleet.agents)), pilot)
         table = app.screen.query_one(GpuTable)
-        card = frames[0].readings.amd_gpus[0].card
-        assert [k.value for k in table.rows] == [f"amd:{card}"]
+        # Keyed by PCI address: the DRM card number may be another GPU's after a reboot.
+        bus_id = frames[0].readings.amd_gpus[0].pci_bus_id
+        assert [k.value for k in table.rows] == [f"amd:{bus_id}"]
+
+
+async def test_an_amd_gpus_row_keeps_its_power_trend_when_a_reboot_renumbers_its_card() -> None:
+    frames = load_frames("strix-amd-gpu")
+    half = len(frames) // 2
+    after = [replace(f, readings=replace(f.readings, amd_gpus=tuple(replace(a, card="card1")
+                                                                     for a in f.readings.amd_gpus)))
+             for f in frames[half:]]
+    app, fleet, _ = build([("strix", frames[:half] + after, len(frames))])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        table = app.screen.query_one(GpuTable)
+        [gpu] = table.amd_gpus
+        assert gpu.card == "card1"
+        # The trend is the GPU's since before the reboot, not card1's few frames since.
+        [trend] = [v for k, v in table.power_trends.items() if k.startswith("amd[")]
+        assert len(trend) == len(frames)
+        assert table._amd_series(gpu) == f"amd[{gpu.pci_bus_id}].power_w"
+
+
+async def test_an_amd_apus_gtt_shows_beside_its_vram_carve_out() -> None:
+    # A Strix Halo box's job holds its memory in GTT: the VRAM column alone said 0.4 of 0.5 GiB.
+    frames = load_frames("strix-amd-gpu")
+    apu = [replace(f, readings=replace(f.readings, amd_gpus=tuple(
+        replace(a, vram_total_bytes=512 * 1024**2, vram_used_bytes=400 * 1024**2, gtt_total_bytes=110 * 1024**3,
+                gtt_used_bytes=60 * 1024**3) for a in f.readings.amd_gpus))) for f in frames]
+    app, fleet, _ = build([("strix", apu, len(apu))])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        table = app.screen.query_one(GpuTable)
+        [key] = list(table.rows)
+        assert str(table.get_cell(key, "vram")) == "0.4/0.5 +60.0 GTT"
 
 
 async def test_stalled_thunderbolt_net_is_marked() -> None:

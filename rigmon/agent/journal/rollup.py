@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 
 from rigmon.agent.journal.tiers import TIERS_S, floor_to
-from rigmon.series import Stats, _element_key, add_value, frame_series, merge_stats
+from rigmon.series import ELEMENT_KEY_FIELDS, Stats, _element_key, add_value, frame_series, merge_stats
 
 
 class _Miss(Exception):
@@ -51,9 +51,14 @@ def _words(items: Sequence[Any]) -> bool:
 _CONTAINERS = (dict, list, tuple, msgspec.Struct)
 
 
-def _record_key(item: msgspec.Struct, position: int) -> str:
-    """`rigmon.series._element_key` of a record's JSON object: its first field, if a string or an integer."""
+def _record_key(item: msgspec.Struct, position: int, key: str | None = None) -> str:
+    """`rigmon.series._element_key` of a record's JSON object: its field ``key`` (`ELEMENT_KEY_FIELDS`)
+    or else its first field, if a string or an integer."""
     fields = item.__struct_fields__
+    if key is not None and key in fields:
+        named = getattr(item, key)
+        if type(named) is str or type(named) is int:
+            return str(named)
     if fields:
         first = getattr(item, fields[0])
         if type(first) is str or type(first) is int:
@@ -153,7 +158,8 @@ class SeriesShape:
         self._count += 1
         return f"v{self._count}"
 
-    def _dict(self, var: str, data: Mapping[str, Any], prefix: str, element: bool = False) -> None:
+    def _dict(self, var: str, data: Mapping[str, Any], prefix: str, element: bool = False,
+              key: str | None = None) -> None:
         keys = list(data)
         self._lines.append(f"    if {var}.__class__ is not dict or len({var}) != {len(keys)}: raise _Miss")
         if not keys:
@@ -175,10 +181,20 @@ class SeriesShape:
                                    f"{data[keys[0]]!r}: raise _Miss")
             else:
                 self._lines.append(f"    if {first}.__class__ is str or {first}.__class__ is int: raise _Miss")
-        for key, name, value in zip(keys, names, data.values()):
-            if key.endswith("_at"):
+            if key is not None:
+                # Named by ``key`` where it holds a string or an integer (`ELEMENT_KEY_FIELDS`): the same
+                # value of the same type there, or no such value.
+                named = data.get(key)
+                self._env[f"k_{first}"] = key
+                if type(named) is str or type(named) is int:
+                    self._lines.append(f"    if {var}.get(k_{first}).__class__ is not {type(named).__name__} or "
+                                       f"{var}.get(k_{first}) != {named!r}: raise _Miss")
+                else:
+                    self._lines.append(f"    if {var}.get(k_{first}).__class__ in (str, int): raise _Miss")
+        for field, name, value in zip(keys, names, data.values()):
+            if field.endswith("_at"):
                 continue
-            self._leaf(name, value, f"{prefix}.{key}" if prefix else str(key))
+            self._leaf(name, value, f"{prefix}.{field}" if prefix else str(field))
 
     def _list(self, var: str, data: Sequence[Any], prefix: str) -> None:
         if all(type(item) is str for item in data):
@@ -191,15 +207,17 @@ class SeriesShape:
             return
         names = [self._var() for _ in data]
         self._lines.append(f"    {', '.join(names)}, = {var}")
+        key = ELEMENT_KEY_FIELDS.get(prefix)
         for position, (name, item) in enumerate(zip(names, data)):
             if isinstance(item, msgspec.Struct):
-                self._struct(name, item, f"{prefix}[{_record_key(item, position)}]", element=True)
+                self._struct(name, item, f"{prefix}[{_record_key(item, position, key)}]", element=True, key=key)
             elif type(item) is dict:
-                self._dict(name, item, f"{prefix}[{_element_key(item, position)}]", element=True)
+                self._dict(name, item, f"{prefix}[{_element_key(item, position, key)}]", element=True, key=key)
             else:
-                self._leaf(name, item, f"{prefix}[{_element_key(item, position)}]")
+                self._leaf(name, item, f"{prefix}[{_element_key(item, position, key)}]")
 
-    def _struct(self, var: str, data: msgspec.Struct, prefix: str, element: bool = False) -> None:
+    def _struct(self, var: str, data: msgspec.Struct, prefix: str, element: bool = False,
+                key: str | None = None) -> None:
         """A record read by its attributes, as its wire JSON would be read as a dict.
 
         The JSON object of a `rigmon.schema.Record` has every field (no defaults left out),
@@ -223,8 +241,10 @@ class SeriesShape:
         # an element: its name) one by one.
         numbers: list[int] = []
         others: list[int] = []
+        # The field naming an element other than its first (`ELEMENT_KEY_FIELDS`), read to check it too.
+        named = fields.index(key) if element and key is not None and key in fields else None
         for n, (field, value) in enumerate(zip(fields, values)):
-            if element and n == 0:
+            if element and (n == 0 or n == named):
                 others.append(n)
             elif kinds[n] == "text" or type(value) is str or type(value) is bool:
                 continue
@@ -258,6 +278,14 @@ class SeriesShape:
                                    "raise _Miss")
             else:
                 self._lines.append(f"    if {first}.__class__ is str or {first}.__class__ is int: raise _Miss")
+            if named is not None:
+                var_named, value = names[others.index(named)], values[named]
+                if type(value) is str or type(value) is int:
+                    self._lines.append(f"    if {var_named}.__class__ is not {type(value).__name__} or "
+                                       f"{var_named} != {value!r}: raise _Miss")
+                else:
+                    self._lines.append(f"    if {var_named}.__class__ is str or {var_named}.__class__ is int: "
+                                       "raise _Miss")
         for n, name in zip(others, names):
             field, value = fields[n], values[n]
             if kinds[n] == "text" or type(value) is str or type(value) is bool:

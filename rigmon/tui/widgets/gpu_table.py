@@ -1,4 +1,4 @@
-"""GpuTable: one row per GPU (NVIDIA keyed by UUID, AMD by card), updated in place; throttle reason names."""
+"""GpuTable: one row per GPU (NVIDIA keyed by UUID, AMD by PCI address), updated in place; throttle reason names."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from rigmon.summary import gpu_key, power_level
 from rigmon.schema import AmdGpuReading, ClockReason, GpuReading
+from rigmon.summary import amd_key, gpu_key, power_level
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge, row_lines
 from rigmon.tui.text import plain
@@ -101,6 +101,20 @@ def vram(used: int | None, total: int | None) -> str:
             f"{fmt.MISSING if total is None else f'{total / GIB:.1f}'}")
 
 
+#: GTT in use from which an AMD GPU's memory cell names it: a discrete card's job keeps a little there
+#: (staging buffers), an APU's most of its memory.
+GTT_SHOWN_BYTES = GIB
+
+
+def amd_memory(gpu: AmdGpuReading) -> str:
+    """An AMD GPU's VRAM used of total, and its GTT in use from `GTT_SHOWN_BYTES` on: ``0.4/0.5 +60.0 GTT``
+    (a Strix Halo box, whose VRAM is the BIOS's small carve-out and whose job's memory is GTT)."""
+    text = vram(gpu.vram_used_bytes, gpu.vram_total_bytes)
+    if gpu.gtt_used_bytes is not None and gpu.gtt_used_bytes >= GTT_SHOWN_BYTES:
+        text += f" +{gpu.gtt_used_bytes / GIB:.1f} GTT"
+    return text
+
+
 def ecc_nonzero(gpu: GpuReading) -> bool:
     """Whether the GPU counted any ECC error (corrected or not) since the driver loaded."""
     return bool(gpu.ecc_corrected_total or gpu.ecc_uncorrected_total)
@@ -144,7 +158,7 @@ class GpuTable(DataTable[RenderableType]):
     amd_gpus: reactive[tuple[AmdGpuReading, ...]] = reactive(tuple)
     """AMD GPUs of the node's latest frame."""
     power_trends: reactive[dict[str, tuple[float, ...]]] = reactive(dict)
-    """Per-GPU power history by detail series name (``gpu[<uuid>].power_w``, ``amd[<card>].power_w``)."""
+    """Per-GPU power history by detail series name (``gpu[<uuid>].power_w``, ``amd[<PCI address>].power_w``)."""
     available: reactive[int] = reactive(0)
     """Cells the table may take; optional columns go (`DROP_ORDER`) until it fits. 0: all columns."""
 
@@ -238,6 +252,13 @@ class GpuTable(DataTable[RenderableType]):
         return row_lines.Bars(row_lines.sparkline(data, min(TREND_WIDTH, len(data)), low, high, "max",
                                                   gauge.power(limit_w)))
 
+    def _amd_series(self, gpu: AmdGpuReading) -> str:
+        """The power history of an AMD GPU: by its PCI address (`amd_key`), or by its card from an agent
+        that named it so (older agents)."""
+        series = f"amd[{amd_key(gpu.pci_bus_id, gpu.card)}].power_w"
+        old = f"amd[{gpu.card}].power_w"
+        return old if series not in self.power_trends and old in self.power_trends else series
+
     def throttle_text(self, reasons: tuple[ClockReason, ...] | None, style: Style | str = "",
                       raw: str | None = None) -> Text:
         """Throttle reasons by name, hardware slowdown and power brake in the ``bad`` style."""
@@ -291,12 +312,12 @@ class GpuTable(DataTable[RenderableType]):
             name=plain("AMD " + (gpu.pci_bus_id or gpu.card)),
             state=Text("ok", style=self._style("ok")),
             power=fmt.number(gpu.power_w, 0),
-            trend=self._spark(f"amd[{gpu.card}].power_w"),
+            trend=self._spark(self._amd_series(gpu)),
             sm=fmt.mhz(gpu.clock_sclk_mhz),
             mem=fmt.mhz(gpu.clock_mclk_mhz),
             temp=fmt.temp(gpu.temp_c),
             util=fmt.pct(gpu.busy_pct),
-            vram=vram(gpu.vram_used_bytes, gpu.vram_total_bytes),
+            vram=amd_memory(gpu),
         )
         return cells
 
@@ -308,7 +329,8 @@ class GpuTable(DataTable[RenderableType]):
         wanted: list[tuple[str, dict[str, RenderableType]]] = [
             (gpu_key(g.uuid, g.index), self.nvidia_cells(g)) for g in self.gpus
         ]
-        wanted += [(f"amd:{a.card}", self.amd_cells(a)) for a in self.amd_gpus]
+        # By PCI address: a row (and the cursor on it) stays its GPU when a reboot renumbers the cards.
+        wanted += [(f"amd:{amd_key(a.pci_bus_id, a.card)}", self.amd_cells(a)) for a in self.amd_gpus]
         dropped = self.fit([cells for _, cells in wanted])
         if [key for key, _ in self._columns(dropped)] != self._shown_columns:
             self.clear(columns=True)
