@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import IO
 
 from rigmon.snapshot.bundle import NodePart, write_bundle
+from rigmon.snapshot.gpus_gone import gone_gpu_text
 from rigmon.snapshot.journal_part import read_journal
 from rigmon.snapshot.progress import STEPS_PER_NODE, Progress
 from rigmon.snapshot.pull import pull_agents
@@ -76,3 +77,9 @@ def take_snapshot(urls: Sequence[str], journals: Sequence[str], since_s: float, 
     """
     parts = pull_parts(urls, journals, since_s, token, stream, ca_file)
     return write_snapshot(parts, since_s, output), parts
+
+
+def gpus_gone_lines(parts: Sequence[NodePart]) -> list[str]:
+    """What the command says first of the bundle: one line per GPU a node had within its journal's span and
+    lacks now (plain text; names come from agents: the caller strips control characters)."""
+    return [f"{part.node}: {gone_gpu_text(gpu)}" for part in parts for gpu in part.gpus_gone]

@@ -21,6 +21,7 @@ from rigmon.http_errors import describe_http_error
 from rigmon.schema import Alarm, AlarmList, Info, NodeCapture, SchemaError, decode
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.failures import pull_failed
+from rigmon.snapshot.gpus_gone_read import gone_from_agent
 from rigmon.snapshot.history_decode import decode_history, history_of
 # Callers import it from here, where it lived before the journal's reading had a module of its own.
 from rigmon.snapshot.journal_part import read_journal as read_journal
@@ -105,6 +106,7 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
                                                                                part.to_at)
         # The events of the window's last frames can be stamped after it ends (the latest frame's time).
         add_carried_events(part)
+        await _add_gpus_gone(client, url, part)
         steps_left -= 1
         tick(counted(part.frame_count, "frame"))
         if series_left_out or frames_left_out:
@@ -115,6 +117,18 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
     except (SchemaError, ValueError) as exc:
         return pull_failed(part, f"not a rigmon agent of this version (bad answer: {exc})", progress, steps_left)
     return part
+
+
+async def _add_gpus_gone(client: httpx.AsyncClient, url: str, part: NodePart) -> None:
+    """Fill ``part.gpus_gone`` from the agent's journal; what cannot be asked is said in the node's
+    ``captures/ERRORS.txt`` (the rest of the bundle does not depend on it)."""
+    if part.info is None or part.to_at is None:
+        return
+    try:
+        part.gpus_gone, part.gpus_gone_from_at = await gone_from_agent(
+            client, url, part.latest, part.to_at, part.info.interval_s, part.config)
+    except (httpx.HTTPError, SchemaError, ValueError) as exc:
+        part.capture_errors.append(f"GPUs gone before the window: the agent's journal could not be asked ({exc})")
 
 
 class _Samples(msgspec.Struct):

@@ -32,6 +32,7 @@ from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Event, EventValue, History, HistorySeries, SchemaError
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.history_decode import history_of_decoded
+from rigmon.snapshot.report_gpus_gone import gpus_gone_section
 from rigmon.snapshot.report_text import md_code, md_text
 
 Stat = Literal["min", "mean", "max"]
@@ -247,6 +248,8 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
         "",
         f"Created {_stamp(created_at)}; window: the last {since_s:g} s before each node's latest frame.",
         "",
+        # First: a GPU lost before the window (or an agent restart) is in none of the frames below.
+        *gpus_gone_section(parts),
         "| node | source | kernel | agent | NVIDIA driver | window | frames | events (warn/crit) | error |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
