@@ -77,3 +77,11 @@ def test_a_long_list_of_events_keeps_its_first_and_latest_and_says_what_it_left_
     assert [line[-7:] for line in listed] == [f"flap {n:02d}" for n in (*range(10), *range(20, 50))]
     assert "- (10 events between these not listed: see the node's events.jsonl)" in report
     assert report.index("flap 09") < report.index("10 events between") < report.index("flap 20")
+
+
+def test_a_throughputs_worst_point_is_also_said_in_decimal_units(tmp_path: Path) -> None:
+    # Incident 6 compares two arrays at ~1.07 and ~1.10 GB/s: "1.11761e+09 B/s" made the reader count digits.
+    _short_run(tmp_path / "state")
+    report = render_report([read_journal(tmp_path / "state", 3600)], 3600, T0 + 200)
+    assert f"net[eth0].rx_bytes_per_s: highest mean 40000 B/s at {_stamp(T0 + 75)} (40 kB/s)" in report
+    assert report_module.readable_rate(1.11761e9) == "1.12 GB/s" and report_module.readable_rate(999.0) is None

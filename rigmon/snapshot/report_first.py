@@ -1,4 +1,5 @@
-"""REPORT.md's first section: the GPUs each node had within its journal's span and lacks now (`gpus_gone`)."""
+"""REPORT.md's first sections, what a maintainer reads before the nodes' tables: the GPUs each node had within its
+journal's span and lacks now (`gpus_gone`), and the links that flapped between frames (`link_flaps`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.gpus_gone import gone_gpu_text
+from rigmon.snapshot.link_flaps import link_flaps, link_flaps_text
 from rigmon.snapshot.report_text import md_text
 
 
@@ -29,3 +31,16 @@ def gpus_gone_section(parts: Sequence[NodePart]) -> list[str]:
         lines += [f"- {md_text(gone_gpu_text(gpu))}" for gpu in part.gpus_gone]
         lines.append("")
     return ["## GPUs gone", "", *lines] if lines else []
+
+
+def link_flaps_section(parts: Sequence[NodePart]) -> list[str]:
+    """``## Link flaps`` and a list item per link whose carrier counter rose within its node's window; no lines
+    when none did. A link down for less than a frame interval is read up in every frame and raises no event:
+    its counter is all a snapshot taken between flaps holds of it."""
+    items = [f"- **{md_text(part.node)}** {md_text(link_flaps_text(flaps))}"
+             for part in parts if part.history is not None for flaps in link_flaps(part.history)]
+    if not items:
+        return []
+    return ["## Link flaps", "",
+            ("Carrier changes counted within the window (a link that went down and came back between two frames "
+             "reads up in every frame; its counter is what says it flapped):"), "", *items, ""]
