@@ -80,6 +80,16 @@ def take_snapshot(urls: Sequence[str], journals: Sequence[str], since_s: float, 
 
 
 def gpus_gone_lines(parts: Sequence[NodePart]) -> list[str]:
-    """What the command says first of the bundle: one line per GPU a node had within its journal's span and
-    lacks now (plain text; names come from agents: the caller strips control characters)."""
+    """One line per GPU a node had within its journal's span and lacks now (plain text; names come from
+    agents: the caller strips control characters)."""
     return [f"{part.node}: {gone_gpu_text(gpu)}" for part in parts for gpu in part.gpus_gone]
+
+
+def summary_lines(parts: Sequence[NodePart]) -> list[str]:
+    """What the command says of the bundle before its path: each GPU gone (`gpus_gone_lines`) and, read from a
+    journal, each node whose last run did not stop cleanly (the crash a journal is read for), with its last
+    frame and final seconds. Plain text; the caller strips control characters."""
+    lines = [f"GPU gone: {line}" for line in gpus_gone_lines(parts)]
+    lines += [f"Not stopped cleanly: {part.node}: {part.run_end}" for part in parts
+              if part.run_clean is False and part.run_end is not None]
+    return lines
