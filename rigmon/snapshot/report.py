@@ -32,7 +32,7 @@ from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Event, EventValue, History, HistorySeries, SchemaError
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.history_decode import history_of_decoded
-from rigmon.snapshot.report_first import gpus_gone_section, link_flaps_section
+from rigmon.snapshot.report_first import firing_section, gpus_gone_section, link_flaps_section
 from rigmon.snapshot.report_text import md_code, md_text
 
 Stat = Literal["min", "mean", "max"]
@@ -268,6 +268,8 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
         *gpus_gone_section(parts),
         # And a link that flapped between frames, which reads up in every frame and raised no event.
         *link_flaps_section(parts),
+        # And what fires on each node, which its own section says screens further down.
+        *firing_section(parts),
         "| node | source | kernel | agent | NVIDIA driver | window | frames | events (warn/crit) | error |",
         "|---|---|---|---|---|---|---|---|---|",
     ]

@@ -1,5 +1,6 @@
 """REPORT.md's first sections, what a maintainer reads before the nodes' tables: the GPUs each node had within its
-journal's span and lacks now (`gpus_gone`), and the links that flapped between frames (`link_flaps`)."""
+journal's span and lacks now (`gpus_gone`), the links that flapped between frames (`link_flaps`), and the alarms
+firing on each node (`firing_section`): in a bundle of several nodes, each node's own section comes screens down."""
 
 from __future__ import annotations
 
@@ -44,3 +45,28 @@ def link_flaps_section(parts: Sequence[NodePart]) -> list[str]:
     return ["## Link flaps", "",
             ("Carrier changes counted within the window (a link that went down and came back between two frames "
              "reads up in every frame; its counter is what says it flapped):"), "", *items, ""]
+
+
+#: Severities in the order `firing_section` lists them.
+_SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+#: Alarms `firing_section` lists per node (the node's section lists them all).
+MAX_FIRING_LISTED = 8
+
+
+def firing_section(parts: Sequence[NodePart]) -> list[str]:
+    """``## Alarms firing``: per node, its firing alarms (critical first, then the oldest), one line each; no lines
+    when none fires. Those an agent answered at the pull, or read from a journal, when it last saved them."""
+    lines: list[str] = []
+    for part in parts:
+        firing = sorted((a for a in part.alarms or () if a.state == "firing"),
+                        key=lambda a: (_SEVERITY_ORDER.get(a.severity, 3), a.started_at))
+        for a in firing[:MAX_FIRING_LISTED]:
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(a.started_at))
+            lines.append(f"- **{md_text(part.node)}** {md_text(a.severity)} {md_text(a.rule)} on "
+                         f"{md_text(a.subject)} since {since} UTC: {md_text(a.message)}")
+        if len(firing) > MAX_FIRING_LISTED:
+            lines.append(f"- **{md_text(part.node)}**: {len(firing) - MAX_FIRING_LISTED} more (see its section)")
+    if not lines:
+        return []
+    return ["## Alarms firing", "", ("When each node was pulled (read from a journal: when its agent last saved "
+                                    "them):"), "", *lines, ""]
