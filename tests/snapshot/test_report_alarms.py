@@ -96,6 +96,6 @@ def test_the_alarms_firing_on_every_node_are_listed_before_the_nodes_table() -> 
     assert "## Alarms firing" in head
     # Critical first; a pending alarm is not firing.
     assert items == ["- **strix-b** critical gpu_lost on gpu:0 since 2026-09-21 14:13:29 UTC: gpu_lost on gpu:0",
-                     "- **strix-b** warning thunderbolt_degraded on link:0-1 since 2026-09-21 14:13:25 UTC: "
-                     "thunderbolt_degraded on link:0-1"], items
+                     ("- **strix-b** warning thunderbolt_degraded on link:0-1 since 2026-09-21 14:13:25 UTC: "
+                      "thunderbolt_degraded on link:0-1")], items
     assert "## Alarms firing" not in render_report([a], 600, T0 + 60)
