@@ -8,7 +8,8 @@ Layout (``<top>`` is ``rigmon-snapshot-YYYYmmdd-HHMMSS``)::
     <top>/nodes/<node>/info.json         /v1/info at capture time
     <top>/nodes/<node>/inventory.json    what the node is made of: the facts of the latest frame's records
                                          (models, serials, firmware, maximum link widths), no readings; a
-                                         device's from the newest frame that read them (a GPU lost since)
+                                         device's from the newest frame that read them (a GPU lost since);
+                                         ``gpus_gone``: the GPUs of the journal's span the latest frame lacks
     <top>/nodes/<node>/config.json       the agent configuration, secrets redacted
     <top>/nodes/<node>/latest.json       the latest frame
     <top>/nodes/<node>/series.json       /v1/history of the window (min/mean/max per series)
