@@ -32,7 +32,7 @@ from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Event, EventValue, History, HistorySeries, SchemaError
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.history_decode import history_of_decoded
-from rigmon.snapshot.report_first import firing_section, gpus_gone_section, link_flaps_section
+from rigmon.snapshot.report_first import clock_lines, firing_section, gpus_gone_section, link_flaps_section
 from rigmon.snapshot.report_text import md_code, md_text
 
 Stat = Literal["min", "mean", "max"]
@@ -289,6 +289,7 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
             f"{part.frame_count} | {events} | {md_text(part.error or '')} |")
     if merged_any:
         out += ["", f"Events: {XID_PAIR_NOTE}; events.jsonl and the manifest count both reports."]
+    out += clock_lines(parts)
     budget = CHART_FRAMES_BUDGET
     for part in parts:
         out += ["", f"## {md_text(part.node)}", ""]

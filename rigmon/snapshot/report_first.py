@@ -70,3 +70,24 @@ def firing_section(parts: Sequence[NodePart]) -> list[str]:
         return []
     return ["## Alarms firing", "", ("When each node was pulled (read from a journal: when its agent last saved "
                                     "them):"), "", *lines, ""]
+
+
+#: Seconds a node's clock may be off this machine's before the report says so (a capture's own time and
+#: its arrival are some tenths of a second apart on a loaded agent).
+CLOCK_OFF_SAID_S = 2.0
+
+
+def clock_lines(parts: Sequence[NodePart]) -> list[str]:
+    """A sentence per node whose clock was off this machine's when it was pulled by `CLOCK_OFF_SAID_S` or more:
+    each node's times in the report are its own clock's, and comparing two nodes' events needs the difference."""
+    lines = []
+    for part in parts:
+        if part.pulled_at is None or part.agent_now_at is None:
+            continue
+        off_s = part.agent_now_at - part.pulled_at
+        if abs(off_s) >= CLOCK_OFF_SAID_S:
+            lines.append(f"- **{md_text(part.node)}**'s clock was {abs(off_s):.1f} s "
+                         f"{'ahead of' if off_s > 0 else 'behind'} this machine's when it was pulled.")
+    if not lines:
+        return []
+    return ["", "Each node's times are by its own clock:", "", *lines]
