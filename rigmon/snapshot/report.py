@@ -22,6 +22,7 @@ from typing import Literal
 import plotext as plt
 from msgspec.structs import replace
 
+from rigmon import __version__
 from rigmon.agent.journal.runs import rail_rank
 from rigmon.agent.journal.tiers import MAX_POINTS
 from rigmon.cluster.alarm_events import event_text
@@ -32,7 +33,12 @@ from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Event, EventValue, History, HistorySeries, SchemaError
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.history_decode import history_of_decoded
-from rigmon.snapshot.report_first import clock_lines, firing_section, gpus_gone_section, link_flaps_section
+from rigmon.snapshot.report_first import (
+    clock_lines,
+    firing_section,
+    gpus_gone_section,
+    link_flaps_section,
+)
 from rigmon.snapshot.report_text import md_code, md_text
 
 Stat = Literal["min", "mean", "max"]
@@ -262,7 +268,9 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
     out = [
         "# rigmon snapshot",
         "",
-        f"Created {_stamp(created_at)}; window: the last {since_s:g} s before each node's latest frame.",
+        # Which rigmon read the nodes: the agents' versions are in the table below, the bundle's maker here.
+        (f"Created {_stamp(created_at)} by rigmon {__version__}; window: the last {since_s:g} s before each node's "
+         "latest frame."),
         "",
         # First: a GPU lost before the window (or an agent restart) is in none of the frames below.
         *gpus_gone_section(parts),

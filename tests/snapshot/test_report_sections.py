@@ -99,3 +99,11 @@ def test_a_node_whose_clock_is_off_this_machines_is_said_to_be_under_the_nodes_t
             "- **b**'s clock was 3.0 s behind this machine's when it was pulled.\n") in report
     assert "**c**'s clock" not in report and "**d**'s clock" not in report
     assert "by its own clock" not in render_report([close, journal], 60.0, T0 + 5)
+
+
+def test_the_report_says_which_rigmon_made_it() -> None:
+    from rigmon import __version__
+
+    report = render_report([NodePart(node="a", source="x")], 60.0, T0)
+    assert report.splitlines()[2] == (f"Created {_stamp(T0)} by rigmon {__version__}; window: the last 60 s before "
+                                      "each node's latest frame.")
