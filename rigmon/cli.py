@@ -317,7 +317,7 @@ def _width() -> int | None:
 def _cmd_snapshot(args: argparse.Namespace) -> int:
     from rigmon.cluster.config import DashConfigError, check_url, normalize_url
     from rigmon.cluster.sanitise import clean_text
-    from rigmon.snapshot.command import parse_duration, pull_parts, pulled_nothing, write_snapshot
+    from rigmon.snapshot.command import parse_duration, pull_parts, pulled_nothing, summary_lines, write_snapshot
     from rigmon.snapshot.failures import failure_line
     from rigmon.snapshot.progress import counted
 
@@ -366,6 +366,10 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail(f"cannot write {args.output}: {exc.strerror or exc}; no bundle written", 3)
     frames = sum(p.frame_count for p in parts)
+    for line in summary_lines(parts):
+        # First: a GPU that fell off the bus before the window or a restart is in none of the bundle's frames,
+        # and a crash is what a journal is read for.
+        print(clean_text(line))
     print(f"{path}: {counted(len(parts), 'node')}, {counted(frames, 'frame')}"
           + (f"; {len(failed)} of them failed (see above)" if failed else ""), flush=True)
     return 1 if failed else 0

@@ -8,7 +8,8 @@ Layout (``<top>`` is ``rigmon-snapshot-YYYYmmdd-HHMMSS``)::
     <top>/nodes/<node>/info.json         /v1/info at capture time
     <top>/nodes/<node>/inventory.json    what the node is made of: the facts of the latest frame's records
                                          (models, serials, firmware, maximum link widths), no readings; a
-                                         device's from the newest frame that read them (a GPU lost since)
+                                         device's from the newest frame that read them (a GPU lost since);
+                                         ``gpus_gone``: the GPUs of the journal's span the latest frame lacks
     <top>/nodes/<node>/config.json       the agent configuration, secrets redacted
     <top>/nodes/<node>/latest.json       the latest frame
     <top>/nodes/<node>/series.json       /v1/history of the window (min/mean/max per series)
@@ -42,6 +43,7 @@ from rigmon.snapshot.bundle_read import Bundle as Bundle
 from rigmon.snapshot.bundle_read import BundleError as BundleError
 from rigmon.snapshot.bundle_read import NodeBundle as NodeBundle
 from rigmon.snapshot.bundle_read import read_bundle as read_bundle
+from rigmon.snapshot.gpus_gone import GoneGpu, gone_gpu_data
 from rigmon.snapshot.inventory import inventory
 from rigmon.typed import to_data
 
@@ -80,6 +82,9 @@ class NodePart:
             its last frame); ``None`` for an agent pulled while it runs.
         run_clean: read from a journal, whether that run stopped cleanly (``run_end`` for programs: a
             replay says so at its last frame); ``None`` for an agent pulled while it runs.
+        gpus_gone: the GPUs the node had within its journal's span and does not have on the bus in ``latest``
+            (`rigmon.snapshot.gpus_gone`), oldest index first.
+        gpus_gone_from_at: where that span begins (the node's clock); ``None`` when it was not examined.
     """
 
     node: str
@@ -102,6 +107,8 @@ class NodePart:
     agent_now_at: float | None = None
     run_end: str | None = None
     run_clean: bool | None = None
+    gpus_gone: list[GoneGpu] = field(default_factory=list)
+    gpus_gone_from_at: float | None = None
 
     def frame_lines(self) -> list[bytes]:
         """The frames as wire JSON, one per entry (decompressed: for tests and small windows)."""
@@ -160,6 +167,7 @@ def manifest(parts: list[NodePart], since_s: float, created_at: float) -> dict[s
                 "agent_now_at": part.agent_now_at,
                 "run_end": part.run_end,
                 "run_clean": part.run_clean,
+                "gpus_gone": len(part.gpus_gone),
             }
             for part, d in zip(parts, node_dirs(parts))
         ],
@@ -178,7 +186,13 @@ def bundle_members(parts: list[NodePart], since_s: float, report: str,
     for part, d in zip(parts, node_dirs(parts)):
         base = f"nodes/{d}"
         yield f"{base}/info.json", _json_bytes(to_data(part.info) if part.info else None)
-        yield f"{base}/inventory.json", _json_bytes(inventory(part.info, part.latest, part.frames_gz))
+        inv = inventory(part.info, part.latest, part.frames_gz)
+        if part.gpus_gone_from_at is not None:
+            # What the node had within its journal's span and lacks now: the GPU that fell off the bus
+            # before the window or an agent restart is in none of its frames.
+            inv["gpus_gone"] = [gone_gpu_data(g) for g in part.gpus_gone]
+            inv["gpus_gone_since"] = part.gpus_gone_from_at
+        yield f"{base}/inventory.json", _json_bytes(inv)
         yield f"{base}/config.json", _json_bytes(part.config)
         yield f"{base}/latest.json", (encode(part.latest) + b"\n") if part.latest else b"null\n"
         if part.history is not None:

@@ -15,6 +15,7 @@ from typing import Any
 from rigmon import __version__
 from rigmon.cluster.sanitise import clean_text
 from rigmon.schema import SCHEMA_VERSION, Event, Frame, History, Info, decode, decode_data
+from rigmon.snapshot.gpus_gone import GoneGpu, gone_gpu_of_data
 from rigmon.snapshot.unpack_limits import UNPACK_RATIO, TooLarge, gunzip_bounded, unpack_budget
 
 #: Formats `read_bundle` reads.
@@ -44,6 +45,9 @@ class NodeBundle:
     #: of an older rigmon, or where the manifest's value is not a number).
     pulled_at: float | None = None
     agent_now_at: float | None = None
+    #: The GPUs the node had within its journal's span and lacks now (its inventory.json's ``gpus_gone``;
+    #: empty in a bundle of an older rigmon): what to read first of a node whose GPU fell off the bus.
+    gpus_gone: tuple[GoneGpu, ...] = ()
 
 
 @dataclass
@@ -191,7 +195,15 @@ def _node(entry: dict[str, Any], members: dict[str, bytes], cut_short: str | Non
         else f"the bundle is {'damaged' if cut_short.startswith(_DAMAGED) else 'cut short'} before its frames",
         pulled_at=_time_of(entry, "pulled_at"),
         agent_now_at=_time_of(entry, "agent_now_at"),
+        gpus_gone=_gpus_gone(inventory_data),
     )
+
+
+def _gpus_gone(inventory_data: Any) -> tuple[GoneGpu, ...]:
+    """The inventory's ``gpus_gone``; an entry that is not one is left out (its text is the bundle's, not ours)."""
+    listed = inventory_data.get("gpus_gone") if isinstance(inventory_data, dict) else None
+    gone = (gone_gpu_of_data(item) for item in listed) if isinstance(listed, list) else ()
+    return tuple(g for g in gone if g is not None)
 
 
 def _time_of(entry: dict[str, Any], key: str) -> float | None:

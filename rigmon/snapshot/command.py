@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import IO
 
 from rigmon.snapshot.bundle import NodePart, write_bundle
+from rigmon.snapshot.gpus_gone import gone_gpu_text
 from rigmon.snapshot.journal_part import read_journal
 from rigmon.snapshot.progress import STEPS_PER_NODE, Progress
 from rigmon.snapshot.pull import pull_agents
@@ -76,3 +77,19 @@ def take_snapshot(urls: Sequence[str], journals: Sequence[str], since_s: float, 
     """
     parts = pull_parts(urls, journals, since_s, token, stream, ca_file)
     return write_snapshot(parts, since_s, output), parts
+
+
+def gpus_gone_lines(parts: Sequence[NodePart]) -> list[str]:
+    """One line per GPU a node had within its journal's span and lacks now (plain text; names come from
+    agents: the caller strips control characters)."""
+    return [f"{part.node}: {gone_gpu_text(gpu)}" for part in parts for gpu in part.gpus_gone]
+
+
+def summary_lines(parts: Sequence[NodePart]) -> list[str]:
+    """What the command says of the bundle before its path: each GPU gone (`gpus_gone_lines`) and, read from a
+    journal, each node whose last run did not stop cleanly (the crash a journal is read for), with its last
+    frame and final seconds. Plain text; the caller strips control characters."""
+    lines = [f"GPU gone: {line}" for line in gpus_gone_lines(parts)]
+    lines += [f"Not stopped cleanly: {part.node}: {part.run_end}" for part in parts
+              if part.run_clean is False and part.run_end is not None]
+    return lines

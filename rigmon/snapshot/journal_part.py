@@ -18,6 +18,7 @@ from rigmon.redact import redact
 from rigmon.schema import Info, SchemaError, decode_data
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.failures import pull_failed
+from rigmon.snapshot.gpus_gone_read import gone_from_journal
 from rigmon.snapshot.progress import STEPS_PER_NODE, Progress, counted
 from rigmon.snapshot.run_end import run_end
 from rigmon.snapshot.saved_alarms import add_saved_alarms
@@ -127,6 +128,9 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     add_carried_events(part)
     if frames.count and last_at is not None:
         part.latest = reader.frames(last_at, last_at, 1)[0]
+    # The GPUs of the journal's earlier runs that the last frame lacks (lost before the window, or before
+    # the last restart or reboot): in no frame of the window.
+    part.gpus_gone, part.gpus_gone_from_at = gone_from_journal(reader, part.latest, interval_s)
     tick(counted(frames.count, "frame"))
 
 

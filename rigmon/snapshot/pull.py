@@ -11,6 +11,7 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -18,9 +19,11 @@ import msgspec
 from rigmon.agent.history_answers import FRAMES_HEADER, LAST_FRAME_HEADER, UNREADABLE_HEADER
 from rigmon.agent.journal import gzip_member
 from rigmon.http_errors import describe_http_error
+from rigmon.redact import redact_urls
 from rigmon.schema import Alarm, AlarmList, Info, NodeCapture, SchemaError, decode
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.failures import pull_failed
+from rigmon.snapshot.gpus_gone_read import gone_from_agent
 from rigmon.snapshot.history_decode import decode_history, history_of
 # Callers import it from here, where it lived before the journal's reading had a module of its own.
 from rigmon.snapshot.journal_part import read_journal as read_journal
@@ -54,7 +57,10 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
     where a read token would be given when none was (see `rigmon.http_errors.describe_http_error`).
     """
     url = url.rstrip("/")
-    part = NodePart(node=url, source=url)
+    # A user and password in the URL (an agent behind a proxy that asks for them) are sent, never written:
+    # the bundle and what is said of the node name it by scheme, host and port.
+    shown = redact_urls(url)
+    part = NodePart(node=shown, source=shown)
     tick: Callable[[str], None] = (lambda what: progress.step(part.node, what)) if progress else (lambda what: None)
     said = note or (progress.note if progress else (lambda node, what: None))
     retries = _ExportRetries(client, lambda what: said(part.node, what), sleep)
@@ -105,16 +111,36 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
                                                                                part.to_at)
         # The events of the window's last frames can be stamped after it ends (the latest frame's time).
         add_carried_events(part)
+        await _add_gpus_gone(client, url, part)
         steps_left -= 1
         tick(counted(part.frame_count, "frame"))
         if series_left_out or frames_left_out:
             part.error = (f"the agent's journal is damaged: stored parts of the window that do not decompress "
                           f"were left out ({series_left_out} of the series, {frames_left_out} of the frames)")
     except httpx.HTTPError as exc:
-        return pull_failed(part, describe_http_error(exc, token_from, token_where) + retries.gave_up(exc), progress, steps_left)
+        why = _without_userinfo(describe_http_error(exc, token_from, token_where), url)
+        return pull_failed(part, why + retries.gave_up(exc), progress, steps_left)
     except (SchemaError, ValueError) as exc:
         return pull_failed(part, f"not a rigmon agent of this version (bad answer: {exc})", progress, steps_left)
     return part
+
+
+async def _add_gpus_gone(client: httpx.AsyncClient, url: str, part: NodePart) -> None:
+    """Fill ``part.gpus_gone`` from the agent's journal; what cannot be asked is said in the node's
+    ``captures/ERRORS.txt`` (the rest of the bundle does not depend on it)."""
+    if part.info is None or part.to_at is None:
+        return
+    try:
+        part.gpus_gone, part.gpus_gone_from_at = await gone_from_agent(
+            client, url, part.latest, part.to_at, part.info.interval_s, part.config)
+    except (httpx.HTTPError, SchemaError, ValueError) as exc:
+        part.capture_errors.append(f"GPUs gone before the window: the agent's journal could not be asked ({exc})")
+
+
+def _without_userinfo(text: str, url: str) -> str:
+    """``text`` without the user and password of ``url`` (an error names the address it failed at)."""
+    userinfo = urlsplit(url).netloc.rpartition("@")[0]
+    return text.replace(f"{userinfo}@", "") if userinfo else text
 
 
 class _Samples(msgspec.Struct):

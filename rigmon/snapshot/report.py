@@ -22,6 +22,7 @@ from typing import Literal
 import plotext as plt
 from msgspec.structs import replace
 
+from rigmon import __version__
 from rigmon.agent.journal.runs import rail_rank
 from rigmon.agent.journal.tiers import MAX_POINTS
 from rigmon.cluster.alarm_events import event_text
@@ -32,6 +33,12 @@ from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Event, EventValue, History, HistorySeries, SchemaError
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.history_decode import history_of_decoded
+from rigmon.snapshot.report_first import (
+    clock_lines,
+    firing_section,
+    gpus_gone_section,
+    link_flaps_section,
+)
 from rigmon.snapshot.report_text import md_code, md_text
 
 Stat = Literal["min", "mean", "max"]
@@ -141,7 +148,9 @@ def render_chart(history: History, spec: ChartSpec,
             max(range(len(values)), key=values.__getitem__)
         word = {"min": "lowest", "max": "highest", "mean": "highest mean"}[spec.stat]
         limits = temperature_limits(history, name) if spec.limits else ""
-        legend.append(f"- {md_text(name)}: {word} {values[worst]:.6g} {spec.unit} at {_stamp(s.at[worst])}{limits}")
+        readable = readable_rate(values[worst]) if spec.unit == "B/s" else None
+        legend.append(f"- {md_text(name)}: {word} {values[worst]:.6g} {spec.unit} at {_stamp(s.at[worst])}{limits}"
+                      + (f" ({readable})" if readable else ""))
     fig.plot_size(CHART_WIDTH, CHART_HEIGHT)
     if span[1] > t0:
         fig.ruler("x").lim(0.0, (span[1] - t0) / 60.0)
@@ -150,6 +159,20 @@ def render_chart(history: History, spec: ChartSpec,
     text = str(plt.uncolorize(fig.build()))
     fig.clear()
     return "\n".join(line.rstrip() for line in text.splitlines()), legend
+
+
+#: Decimal prefixes of a byte rate read by a person (a drive's and a link's makers count in 1000s).
+_RATE_PREFIXES = ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"))
+
+
+def readable_rate(bytes_per_s: float) -> str | None:
+    """``1.12 GB/s`` for 1.11761e+09 B/s (three significant digits, decimal prefixes); ``None`` below 1 kB/s,
+    which reads as it is. Beside the exact figure: two arrays at 1.08779e+09 and 1.11761e+09 B/s are read as
+    1.09 and 1.12 GB/s, the figures an operator compares."""
+    for scale, unit in _RATE_PREFIXES:
+        if abs(bytes_per_s) >= scale:
+            return f"{bytes_per_s / scale:.3g} {unit}"
+    return None
 
 
 def temperature_limits(history: History, name: str) -> str:
@@ -245,8 +268,16 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
     out = [
         "# rigmon snapshot",
         "",
-        f"Created {_stamp(created_at)}; window: the last {since_s:g} s before each node's latest frame.",
+        # Which rigmon read the nodes: the agents' versions are in the table below, the bundle's maker here.
+        (f"Created {_stamp(created_at)} by rigmon {__version__}; window: the last {since_s:g} s before each node's "
+         "latest frame."),
         "",
+        # First: a GPU lost before the window (or an agent restart) is in none of the frames below.
+        *gpus_gone_section(parts),
+        # And a link that flapped between frames, which reads up in every frame and raised no event.
+        *link_flaps_section(parts),
+        # And what fires on each node, which its own section says screens further down.
+        *firing_section(parts),
         "| node | source | kernel | agent | NVIDIA driver | window | frames | events (warn/crit) | error |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -266,6 +297,7 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
             f"{part.frame_count} | {events} | {md_text(part.error or '')} |")
     if merged_any:
         out += ["", f"Events: {XID_PAIR_NOTE}; events.jsonl and the manifest count both reports."]
+    out += clock_lines(parts)
     budget = CHART_FRAMES_BUDGET
     for part in parts:
         out += ["", f"## {md_text(part.node)}", ""]

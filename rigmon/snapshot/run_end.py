@@ -10,6 +10,7 @@ because the agent stopped or because the node went down, and what its final seco
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 import zlib
@@ -18,6 +19,7 @@ from pathlib import Path
 from rigmon.agent.journal import JournalReader
 from rigmon.agent.journal.layout import read_error
 from rigmon.agent.journal.runs import FINAL_WINDOW_S, RunRecord, rail_rank
+from rigmon.series import frame_series
 
 #: Rail series and power series named in the summary of a run's final seconds.
 RAIL_NAMED = 2
@@ -81,4 +83,24 @@ def run_end(reader: JournalReader, run: RunRecord, source: Path | None = None, r
         return f"{said}; it recorded no frame."
     summary = final_summary(final)
     tail = f"; final {FINAL_WINDOW_S:g} s: {summary}" if summary else ""
-    return f"{said}. Its last frame: {_stamp(last_at)}{tail}."
+    lowest = _rail_lowest(reader, final, last_at)
+    return f"{said}. Its last frame: {_stamp(last_at)}{tail}{lowest}."
+
+
+def _rail_lowest(reader: JournalReader, final: dict[str, tuple[float, float]], last_at: float) -> str:
+    """``"; the rail's lowest, 11.255 V, 0.8 s before the last frame"``: when in the final seconds the 12 V rail
+    (`final_summary`'s first) read its minimum; a sag just before a node reset is incident 3's evidence.
+    ``""`` without a rail series, or when its frames cannot be read again."""
+    rails = sorted((rail_rank(name, hi), lo, name) for name, (lo, hi) in final.items() if name.endswith("_volts"))
+    if not rails or rails[0][0] >= 2:
+        return ""
+    _, lowest, name = rails[0]
+    try:
+        frames = reader.frames_json(last_at - FINAL_WINDOW_S, last_at)
+    except (sqlite3.DatabaseError, zlib.error, ValueError):
+        return ""
+    for raw in frames:
+        data = json.loads(raw)
+        if frame_series(data).get(name) == lowest and isinstance(at := data.get("taken_at"), (int, float)):
+            return f"; the rail's lowest, {lowest:.3f} V, {last_at - at:.1f} s before the last frame"
+    return ""

@@ -6,6 +6,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from rigmon.agent.journal import JournalStore
 from rigmon.schema import Event
 from rigmon.snapshot.bundle import read_bundle
@@ -114,3 +116,37 @@ def test_a_lock_is_found_in_proc_locks_by_device_and_inode() -> None:
     assert not flock_held(locks, os.makedev(8, 1), 555)
     assert flock_held(locks, os.makedev(8, 1), 2146658)
     assert not flock_held("", dev, 2146658)
+
+
+def test_the_command_says_first_that_the_journals_last_run_did_not_stop_cleanly(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Incident 3: the node reset; the journal is read for its last seconds, which the command's output names.
+    from rigmon.cli import main
+
+    state = tmp_path / "state"
+    _journal(state, clean=False)
+    assert main(["snapshot", "--journal", str(state), "-o", str(tmp_path / "b.tar.gz")]) == 0
+    first, *_, last = capsys.readouterr().out.splitlines()
+    assert first.startswith("Not stopped cleanly: n1: The agent's last run (run1, started ") and \
+        f"last frame: {_stamp(T0 + 29)}" in first, first
+    assert last.startswith(f"{tmp_path / 'b.tar.gz'}: 1 node, 30 frames")
+    _journal(tmp_path / "clean", clean=True)
+    assert main(["snapshot", "--journal", str(tmp_path / "clean"), "-o", str(tmp_path / "c.tar.gz")]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith(f"{tmp_path / 'c.tar.gz'}: ")
+
+
+def test_a_crash_says_when_in_its_final_seconds_the_rail_was_lowest(tmp_path: Path) -> None:
+    # Incident 3: one PSU trips, the node resets; the sag 0.8 s before the last frame is the evidence.
+    from msgspec.structs import replace
+
+    from tests.agent.guard_helpers import frame as rail_frame
+
+    state = tmp_path / "state"
+    store = JournalStore(state, FakeClock())
+    store.begin_run("r", "n", T0)
+    times = [T0 + i * 0.4 for i in range(20)]
+    store.write([replace(rail_frame(at, 11.255 if i == 17 else 11.9), seq=i + 1) for i, at in enumerate(times)])
+    store.close()
+    part = read_journal(state, 3600)
+    assert part.run_end is not None and part.run_end.endswith(
+        "the rail's lowest, 11.255 V, 0.8 s before the last frame."), part.run_end

@@ -75,3 +75,27 @@ def test_the_report_names_the_nvidia_driver_each_node_runs() -> None:
     rows = [line for line in render_report(parts, 600.0, T0).splitlines() if line.startswith("| ")]
     assert rows[0].split(" | ")[4] == "NVIDIA driver"
     assert [row.split(" | ")[4] for row in rows[1:4]] == ["535.183.01", "550.54.14", "-"]
+
+
+def test_the_alarms_firing_on_every_node_are_listed_before_the_nodes_table() -> None:
+    # Two nodes: the second node's own section (and its degraded link) came screens below the first's tables.
+    from rigmon.schema import Alarm
+
+    def active(node: str, rule: str, severity: str, subject: str, state: str, at: float) -> Alarm:
+        return Alarm(id=f"{node}-{rule}", rule=rule, rule_kind="state", severity=severity,  # type: ignore[arg-type]
+                     node=node, subject=subject, state=state, message=f"{rule} on {subject}",  # type: ignore[arg-type]
+                     started_at=at, updated_at=at)
+
+    a = NodePart(node="strix-a", source="x", alarms=(active("strix-a", "net_link_slower", "warning", "link:tb0",
+                                                            "pending", T0),))
+    b = NodePart(node="strix-b", source="y", alarms=(
+        active("strix-b", "thunderbolt_degraded", "warning", "link:0-1", "firing", T0 + 5),
+        active("strix-b", "gpu_lost", "critical", "gpu:0", "firing", T0 + 9)))
+    head = render_report([a, b], 600, T0 + 60).split("| node |")[0]
+    items = [line for line in head.splitlines() if line.startswith("- ")]
+    assert "## Alarms firing" in head
+    # Critical first; a pending alarm is not firing.
+    assert items == ["- **strix-b** critical gpu_lost on gpu:0 since 2026-09-21 14:13:29 UTC: gpu_lost on gpu:0",
+                     ("- **strix-b** warning thunderbolt_degraded on link:0-1 since 2026-09-21 14:13:25 UTC: "
+                      "thunderbolt_degraded on link:0-1")], items
+    assert "## Alarms firing" not in render_report([a], 600, T0 + 60)

@@ -105,8 +105,9 @@ def test_strings_from_agents_render_as_their_text() -> None:
     everything = [t for token in tokens for t in [token, *(token.children or ())]]
     assert sorted({t.type for t in everything} & MARKUP) == []
     # The report's own headings only: the node's name is one, a mark opening with "#" is none.
-    assert [t.tag for t in tokens if t.type == "heading_open"] == ["h1", "h2", "h3"]
-    assert headings[1] == "v100 | <b>rack</b> #"
+    # (The node's firing alarm is listed first, under the report's "Alarms firing".)
+    assert [t.tag for t in tokens if t.type == "heading_open"] == ["h1", "h2", "h2", "h3"]
+    assert headings[1:3] == ["Alarms firing", "v100 | <b>rack</b> #"]
     # Every table row keeps its columns, and each string is one cell's whole text.
     widths = {len(row) for row in rows}
     assert rows[0][0] == "node" and len(rows[1]) == len(rows[0]) == 9
@@ -122,8 +123,10 @@ def test_strings_from_agents_render_as_their_text() -> None:
     assert any(f"gpu:3: {COMMAND} (pid 4245) exited on GPU 3, exit seen" in item for item in items), items
     # A device's name in a series' name, in the chart's legend.
     assert any(item.startswith(f"net[{DEVICE}].rx_bytes_per_s: highest mean 2 B/s") for item in items), items
-    # Bold is the report's own: the events' severities.
-    assert [t.type for t in everything].count("strong_open") == sum(1 for item in items if item.startswith("2026-"))
+    # The alarm's message as written in the alarms firing first, after the node's name (the report's bold).
+    assert f"v100 | <b>rack</b> # critical gpu_lost on gpu:3 since 2026-09-21 14:13:30 UTC: {ALARM_MESSAGE}" in items
+    # Bold is the report's own: the events' severities and the node's name before each alarm firing.
+    assert [t.type for t in everything].count("strong_open") == sum(1 for item in items if item.startswith("2026-")) + 1
 
 
 def test_the_report_lists_a_workers_exit_after_hardware_trouble_as_the_dashboard_does() -> None:

@@ -77,3 +77,33 @@ def test_a_long_list_of_events_keeps_its_first_and_latest_and_says_what_it_left_
     assert [line[-7:] for line in listed] == [f"flap {n:02d}" for n in (*range(10), *range(20, 50))]
     assert "- (10 events between these not listed: see the node's events.jsonl)" in report
     assert report.index("flap 09") < report.index("10 events between") < report.index("flap 20")
+
+
+def test_a_throughputs_worst_point_is_also_said_in_decimal_units(tmp_path: Path) -> None:
+    # Incident 6 compares two arrays at ~1.07 and ~1.10 GB/s: "1.11761e+09 B/s" made the reader count digits.
+    _short_run(tmp_path / "state")
+    report = render_report([read_journal(tmp_path / "state", 3600)], 3600, T0 + 200)
+    assert f"net[eth0].rx_bytes_per_s: highest mean 40000 B/s at {_stamp(T0 + 75)} (40 kB/s)" in report
+    assert report_module.readable_rate(1.11761e9) == "1.12 GB/s" and report_module.readable_rate(999.0) is None
+
+
+def test_a_node_whose_clock_is_off_this_machines_is_said_to_be_under_the_nodes_table() -> None:
+    # Each node's times are its own clock's: two nodes' events compared need how far apart the clocks were.
+    ahead = NodePart(node="a", source="x", pulled_at=T0, agent_now_at=T0 + 12.34)
+    behind = NodePart(node="b", source="y", pulled_at=T0, agent_now_at=T0 - 3.0)
+    close = NodePart(node="c", source="z", pulled_at=T0, agent_now_at=T0 + 0.4)
+    journal = NodePart(node="d", source="journal:/s")
+    report = render_report([ahead, behind, close, journal], 60.0, T0 + 5)
+    assert ("Each node's times are by its own clock:\n\n"
+            "- **a**'s clock was 12.3 s ahead of this machine's when it was pulled.\n"
+            "- **b**'s clock was 3.0 s behind this machine's when it was pulled.\n") in report
+    assert "**c**'s clock" not in report and "**d**'s clock" not in report
+    assert "by its own clock" not in render_report([close, journal], 60.0, T0 + 5)
+
+
+def test_the_report_says_which_rigmon_made_it() -> None:
+    from rigmon import __version__
+
+    report = render_report([NodePart(node="a", source="x")], 60.0, T0)
+    assert report.splitlines()[2] == (f"Created {_stamp(T0)} by rigmon {__version__}; window: the last 60 s before "
+                                      "each node's latest frame.")
