@@ -227,6 +227,37 @@ def test_udev_change_triggers_an_immediate_reread(tmp_path: Path) -> None:
     assert source.closed
 
 
+def test_an_unplug_and_replug_within_one_udev_burst_are_events(tmp_path: Path) -> None:
+    # Incident 5: a USB4 link flaps. The kernel removes the router and adds it again (a remove and an add
+    # uevent) faster than a read: the re-read after the burst saw it present with the same link, as if
+    # nothing had happened, and the flap left no event.
+    _tree(tmp_path)
+    source = FakeUdevSource()
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock(), events=source)
+    collector.collect()
+    pushed: list[list[object]] = []
+    got = threading.Event()
+
+    def push(records: Sequence[object]) -> None:
+        pushed.append(list(records))
+        got.set()
+
+    collector.start(push)
+    try:
+        source.inject("remove", DEVPATH, "thunderbolt", "thunderbolt_device")
+        source.inject("add", DEVPATH, "thunderbolt", "thunderbolt_device", USB4_VERSION="1.0", USB4_TYPE="device")
+        assert got.wait(5.0)
+    finally:
+        collector.close()
+    readings, events = _split([r for records in pushed for r in records])
+    assert readings["0-1"].link_state == "ok"
+    assert [(e.kind, e.subject) for e in events] == [("tb_device_removed", "link:0-1"), ("tb_device_added", "link:0-1")]
+    assert events[0].message == "Thunderbolt 0-1 (OWC) disconnected (udev: back before the next read)"
+    assert events[1].message == "Thunderbolt 0-1 (OWC) connected again at 20 Gb/s x2"
+    # A plain read after it sees nothing new.
+    assert _split(collector.collect())[1] == []
+
+
 def test_silent_udev_is_quiet(tmp_path: Path) -> None:
     _tree(tmp_path)
     pushed: list[object] = []
