@@ -7,10 +7,10 @@ from rigmon.sim.load import training_load
 from rigmon.sim.node import SimNode
 
 #: Timeline of node01's data port, repeating every period (simulated seconds): the switch resets the port
-#: (no carrier for 8 s), and later the link drops and comes back within one step (faster than a read).
+#: (no carrier for 15 s), and later the link drops and comes back within one step (faster than a read).
 PERIOD_S = 60.0
-DOWN = (20.0, 28.0)
-FLAP_AT_S = 45.0
+DOWN = (20.0, 35.0)
+FLAP_AT_S = 50.0
 #: The data network's interface and speed (Mb/s).
 DATA_NIC = "enp2s0"
 DATA_MBPS = 10000
@@ -20,7 +20,7 @@ class NetLinkFlap:
     """Incident 7 on plain Ethernet (no RDMA, no thunderbolt-net): the link between the nodes drops."""
 
     name = "net-link-flap"
-    description = "two nodes on 10 GbE: node01's port loses its carrier for 8 s, later flaps faster than a read"
+    description = "two nodes on 10 GbE: node01's port loses its carrier for 15 s, later flaps faster than a read"
     default_nodes = 2
 
     def build(self, node: SimNode, index: int) -> None:
