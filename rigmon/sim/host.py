@@ -39,6 +39,9 @@ class SimInterface:
     """``ethernet`` gets a hardware ``device`` entry; ``thunderbolt-net`` is linked by the Thunderbolt bus."""
     stalled: bool = False
     """Up with carrier but moving no packets (a hung collective)."""
+    rdma_device: str | None = None
+    """The RDMA device whose port this interface is (RoCE: ``mlx5_0``): its PCI function, the interface's
+    ``device``, lists it under ``infiniband/``, as on a real mlx5 card."""
     present: bool = True
     """The interface exists. A thunderbolt-net interface goes away with its XDomain when the cable is
     unplugged, and comes back as a new interface, its counters from zero."""
@@ -202,6 +205,8 @@ class SimHost:
             tree.write(f"{base}/type", "1\n")
             if nic.kind == "ethernet" and not tree.path(f"{base}/device").exists():
                 tree.write(f"{base}/device/uevent", "PCI_CLASS=20000\n")
+            if nic.rdma_device is not None:
+                tree.write(f"{base}/device/infiniband/{nic.rdma_device}/node_type", "1: CA\n")
         tree.write("/sys/class/net/lo/operstate", "unknown\n")
         tree.write("/proc/net/dev", head + "\n".join(rows) + "\n")
 
