@@ -31,6 +31,7 @@ from rigmon.collectors.host_proc import (
 )
 from rigmon.collectors.host_thermal import THERMAL, ZoneFacts, read_zone_facts
 from rigmon.collectors.hwmon_chips import HwmonChip, chip_of, hwmon_registrations
+from rigmon.collectors.net_links import NetLinkWatch
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.hw.names import text_name
 from rigmon.hw.root import HostRoot
@@ -105,6 +106,8 @@ class NetFacts:
     carrier_changes_path: str
     #: Keys of its rates: received and sent bytes, received and sent packets.
     rate_keys: tuple[tuple[str, str], tuple[str, str], tuple[str, str], tuple[str, str]]
+    #: An RDMA device backs it (RoCE, IPoIB): its device has an ``infiniband`` directory.
+    rdma: bool = False
 
 
 class HostCollector(PolledCollector):
@@ -136,6 +139,8 @@ class HostCollector(PolledCollector):
         self._rates = CounterRates()
         # Monotonic time each interface last moved a packet (only interfaces that ever did).
         self._last_active_s: dict[str, float] = {}
+        #: Each Ethernet, thunderbolt-net and bond link's carrier from read to read.
+        self._links = NetLinkWatch()
         #: Per thermal zone: its label, its ``temp`` path and the limits of its trip points.
         self._zones: DeviceFacts[str, ZoneFacts] = DeviceFacts()
         # The boot id changes only with a reboot, which no agent outlives: read like a fact.
@@ -301,6 +306,7 @@ class HostCollector(PolledCollector):
         read = self.root.read_attr
         rate = self._rates.rate
         facts_of, read_facts = self._kinds.get, self._net_facts
+        judge = self._links.judge
         for name, c in sorted(counters.items()):
             if name in _SKIPPED_INTERFACES:
                 continue
@@ -311,13 +317,19 @@ class HostCollector(PolledCollector):
             rxb, txb, rxp, txp = facts.rate_keys
             rx_pps = rate(rxp, c.rx_packets, now_s)
             tx_pps = rate(txp, c.tx_packets, now_s)
+            speed_mbps = speed if speed is not None and speed > 0 else None
+            carrier_changes = parse_int(read(facts.carrier_changes_path))
+            has_carrier = None if carrier is None else carrier == 1
+            lost, link_events = judge(facts.name, facts.kind, facts.rdma, has_carrier, operstate, carrier_changes,
+                                      speed_mbps)
+            out.extend(link_events)
             out.append(
                 NetInterfaceReading(
                     name=facts.name,
                     operstate=operstate,
-                    carrier=None if carrier is None else carrier == 1,
+                    carrier=has_carrier,
                     # The kernel reports -1 (or EINVAL) when the speed is unknown.
-                    speed_mbps=speed if speed is not None and speed > 0 else None,
+                    speed_mbps=speed_mbps,
                     mtu=parse_int(read(facts.mtu_path)),
                     rx_bytes_total=c.rx_bytes,
                     tx_bytes_total=c.tx_bytes,
@@ -327,7 +339,7 @@ class HostCollector(PolledCollector):
                     tx_errors_total=c.tx_errors,
                     rx_dropped_total=c.rx_dropped,
                     tx_dropped_total=c.tx_dropped,
-                    carrier_changes_total=parse_int(read(facts.carrier_changes_path)),
+                    carrier_changes_total=carrier_changes,
                     rx_bytes_per_s=rate(rxb, c.rx_bytes, now_s),
                     tx_bytes_per_s=rate(txb, c.tx_bytes, now_s),
                     rx_packets_per_s=rx_pps,
@@ -335,6 +347,7 @@ class HostCollector(PolledCollector):
                     kind=facts.kind,
                     stalled=facts.kind in STALL_KINDS
                     and self._stalled(name, operstate == "up" or carrier == 1, rx_pps, tx_pps, now_s),
+                    link_lost=lost,
                 )
             )
         # What is kept about interfaces that went away goes with them.
@@ -343,6 +356,7 @@ class HostCollector(PolledCollector):
             self._rates.forget_missing({(n, k) for n in counters for k in ("rxb", "txb", "rxp", "txp")})
             for gone in set(self._last_active_s) - self._net_names:
                 del self._last_active_s[gone]
+            self._links.forget_missing({text_name(n) for n in counters})
         return out
 
     def _net_skipped(self, skipped: tuple[str, ...]) -> list[NetInterfaceReading | EventDraft]:
@@ -366,6 +380,7 @@ class HostCollector(PolledCollector):
             name=text_name(name), kind=self._kind(name), carrier_path=f"{base}/carrier", speed_path=f"{base}/speed",
             operstate_path=f"{base}/operstate", mtu_path=f"{base}/mtu", carrier_changes_path=f"{base}/carrier_changes",
             rate_keys=((name, "rxb"), (name, "txb"), (name, "rxp"), (name, "txp")),
+            rdma=self.root.exists(f"{base}/device/infiniband"),
         )
 
     def _kind(self, name: str) -> str | None:

@@ -22,7 +22,7 @@ from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.names import TextNames
 from rigmon.hw.root import HostRoot
-from rigmon.hw.udev import UdevSource, open_udev_source
+from rigmon.hw.udev import UdevEvent, UdevSource, open_udev_source
 from rigmon.lazy_re import lazy_compile
 from rigmon.schema import NvmeLinkState, NvmeReading
 
@@ -227,7 +227,7 @@ class NvmeCollector(PolledCollector):
     def close(self) -> None:
         self._rescan.close()
 
-    def _on_udev(self) -> Sequence[object]:
+    def _on_udev(self, _events: Sequence[UdevEvent]) -> Sequence[object]:
         with self._lock:
             self._facts.invalidate()
             self._hwmon.invalidate()

@@ -202,7 +202,7 @@ class RaidCollector(PolledCollector):
     def close(self) -> None:
         self._rescan.close()
 
-    def _on_udev(self) -> Sequence[object]:
+    def _on_udev(self, _events: Sequence[UdevEvent]) -> Sequence[object]:
         with self._lock:
             self._facts.invalidate()
         try:

@@ -22,7 +22,7 @@ from rigmon.collectors.sysfs_values import parse_int
 from rigmon.collectors.thunderbolt_events import TbLinkEvents
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
-from rigmon.hw.udev import UdevSource, open_udev_source
+from rigmon.hw.udev import UdevEvent, UdevSource, open_udev_source
 from rigmon.lazy_re import lazy_compile
 from rigmon.schema import LinkState, ThunderboltDeviceReading, ThunderboltKind
 
@@ -251,13 +251,17 @@ class ThunderboltCollector(PolledCollector):
     def close(self) -> None:
         self._rescan.close()
 
-    def _on_udev(self) -> Sequence[object]:
+    def _on_udev(self, events: Sequence[UdevEvent]) -> Sequence[object]:
         with self._lock:
             self._facts.invalidate()
             self._nvm.invalidate()
-        return self.collect()
+        return self._collect(frozenset(e.sys_name for e in events if e.action == "remove"))
 
     def collect(self) -> Sequence[object]:
+        return self._collect(frozenset())
+
+    def _collect(self, removed: frozenset[str]) -> Sequence[object]:
+        """Read the bus; ``removed``: the entries udev said were removed since the last read."""
         with self._lock:
             entries = self.root.listdir(DEVICES)
             if not entries and not self._events.started:
@@ -267,7 +271,7 @@ class ThunderboltCollector(PolledCollector):
             raws = [r for r in (self._read(e) for e in entries) if r is not None]
             host_gen = {r.domain: r.generation for r in raws if r.kind == "host"}
             readings = [self._judge(r, host_gen.get(r.domain)) for r in raws]
-            records: list[object] = list(self._events.events(readings, self.clock.time()))
+            records: list[object] = list(self._events.events(readings, self.clock.time(), removed))
             records.extend(readings)
             return records
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from rigmon.collectors.base import EventDraft
 from rigmon.schema import LinkState, ThunderboltDeviceReading
@@ -47,12 +47,27 @@ class TbLinkEvents:
         """Whether the bus was read before."""
         return self._seen is not None
 
-    def events(self, readings: Sequence[ThunderboltDeviceReading], at: float) -> list[EventDraft]:
-        """The events of one read of the bus (none but degraded links on the first), at ``at``."""
+    def events(self, readings: Sequence[ThunderboltDeviceReading], at: float,
+               removed: Collection[str] = ()) -> list[EventDraft]:
+        """The events of one read of the bus (none but degraded links on the first), at ``at``.
+
+        ``removed``: entries udev said were removed since the last read (a re-read after a burst of
+        udev events). One that is back by this read was unplugged and plugged again (or its link
+        dropped and retrained) between two reads, which no comparison of the reads can see: it is
+        a removal and an addition all the same (incident 5: a link that flaps).
+        """
         now = {r.name: r for r in readings}
         seen, self._seen = self._seen, now
         out: list[EventDraft] = []
         for r in readings:
+            before = seen.get(r.name) if seen is not None and r.name in removed else None
+            if before is not None:
+                out.append(EventDraft("tb_device_removed", "warning", f"link:{r.name}",
+                                      f"Thunderbolt {label(before)} disconnected (udev: back before the next read)",
+                                      link_data(before), at))
+                out.append(EventDraft("tb_device_added", "info", f"link:{r.name}",
+                                      f"Thunderbolt {label(r)} connected again at {link_text(link_key(r))}",
+                                      link_data(r), at))
             out.extend(self._entry_events(r, seen, at))
         for name, gone in (seen or {}).items():
             if name not in now:

@@ -17,7 +17,8 @@ class UdevRescan:
     Args:
         source: where events come from, or ``None``.
         subsystems: event subsystems that concern the collector.
-        scan: the collector's full read (the same as ``collect``), thread-safe.
+        scan: the collector's full read (the same as ``collect``), thread-safe, given the burst's events (none
+            when events were lost: everything is read again then too).
         name: thread name.
         wants: the events that concern the collector within those subsystems (all when ``None``).
 
@@ -28,7 +29,7 @@ class UdevRescan:
     """
 
     def __init__(self, source: UdevSource | None, subsystems: Iterable[str],
-                 scan: Callable[[], Sequence[object]], name: str,
+                 scan: Callable[[Sequence[UdevEvent]], Sequence[object]], name: str,
                  wants: Callable[[UdevEvent], bool] | None = None) -> None:
         self._source = source
         self._subsystems = tuple(subsystems)
@@ -43,8 +44,8 @@ class UdevRescan:
         if self._source is None or self._watcher is not None:
             return
         self._push = push
-        self._watcher = UdevWatcher(self._source, self._on_event, self._subsystems, self._name, wants=self._wants,
-                                    coalesce=True)
+        self._watcher = UdevWatcher(self._source, None, self._subsystems, self._name, wants=self._wants,
+                                    on_burst=self._on_burst)
         self._watcher.start()
 
     def close(self) -> None:
@@ -55,9 +56,9 @@ class UdevRescan:
         elif self._source is not None:
             self._source.close()
 
-    def _on_event(self, event: UdevEvent | None) -> None:
+    def _on_burst(self, events: Sequence[UdevEvent] | None) -> None:
         try:
-            records = self._scan()
+            records = self._scan(events or ())
         except NoData:
             records = []
         if self._push is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -127,26 +127,31 @@ class UdevWatcher:
         subsystems: only events of these subsystems are passed on (all when empty).
         name: thread name.
         wants: only events it accepts are passed on (all when ``None``).
-        coalesce: for a handler that re-reads everything whatever the event: an event passed
-            on first takes every event already queued behind it (up to `MAX_COALESCED`), so a
-            burst (``udevadm trigger``, a container's loop devices coming and going) is one
-            re-read that sees the state after all of them, not one re-read each.
+        on_burst: instead of ``on_event``, for a handler that re-reads everything whatever the
+            event: an event passed on first takes every event already queued behind it (up to
+            `MAX_COALESCED`), and ``on_burst`` gets them together (those it wants, in order;
+            ``None`` when events were lost meanwhile), so a burst (``udevadm trigger``, a
+            container's loop devices coming and going) is one re-read that sees the state after
+            all of them, not one re-read each. What no re-read can see (a device removed and
+            added again within the burst) is in the events it gets.
     """
 
     def __init__(
         self,
         source: UdevSource,
-        on_event: Callable[[UdevEvent | None], None],
+        on_event: Callable[[UdevEvent | None], None] | None = None,
         subsystems: Iterable[str] = (),
         name: str = "rigmon-udev",
         wants: Callable[[UdevEvent], bool] | None = None,
-        coalesce: bool = False,
+        on_burst: Callable[[Sequence[UdevEvent] | None], None] | None = None,
     ) -> None:
+        if (on_event is None) == (on_burst is None):
+            raise ValueError("a udev watcher takes on_event or on_burst, one of them")
         self._source = source
         self._on_event = on_event
+        self._on_burst = on_burst
         self._subsystems = frozenset(subsystems)
         self._wants = wants
-        self._coalesce = coalesce
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -171,29 +176,42 @@ class UdevWatcher:
                     continue
                 log.info("udev source failed (%s); polling only", exc)
                 return
-            if event is None or self._stop.is_set():
+            if event is None or self._stop.is_set() or not self._passes(event):
                 continue
-            if self._subsystems and event.subsystem not in self._subsystems:
-                continue
-            if self._wants is not None and not self._wants(event):
-                continue
-            self._deliver(self._take_queued(event) if self._coalesce else event)
+            if self._on_burst is not None:
+                self._deliver(self._take_queued(event))
+            else:
+                self._deliver(event)
 
-    def _take_queued(self, first: UdevEvent) -> UdevEvent | None:
-        """``first``, or ``None`` when events were lost meanwhile, after taking the events queued behind it."""
+    def _passes(self, event: UdevEvent) -> bool:
+        """Whether ``event`` is of the subsystems and kind this watcher passes on."""
+        if self._subsystems and event.subsystem not in self._subsystems:
+            return False
+        return self._wants is None or self._wants(event)
+
+    def _take_queued(self, first: UdevEvent) -> list[UdevEvent] | None:
+        """``first`` and the events queued behind it that it passes on, or ``None`` when events were lost."""
+        burst = [first]
         lost = False
         for _ in range(MAX_COALESCED):
             try:
-                if self._source.poll(0.0) is None:
-                    break
+                event = self._source.poll(0.0)
             except OSError as exc:
                 if exc.errno != errno.ENOBUFS:
                     break  # the next poll meets it again and ends the thread
                 lost = True
-        return None if lost else first
+                continue
+            if event is None:
+                break
+            if self._passes(event):
+                burst.append(event)
+        return None if lost else burst
 
-    def _deliver(self, event: UdevEvent | None) -> None:
+    def _deliver(self, event: UdevEvent | Sequence[UdevEvent] | None) -> None:
         try:
-            self._on_event(event)
+            if self._on_burst is not None:
+                self._on_burst(event)  # type: ignore[arg-type]
+            elif self._on_event is not None:
+                self._on_event(event)  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001 - a failed re-read must not end the watcher
-            log.exception("handling udev event %s", event)
+            log.exception("handling udev event %s", event[0] if isinstance(event, list) else event)

@@ -46,6 +46,7 @@ _TB_LINK: dict[str, EventDataType] = {
     "rx_gbps": "number", "tx_gbps": "number", "rx_lanes": "int", "tx_lanes": "int",
     "expected_gbps": "number", "link_state": "text", "unique_id": "text",
 }
+_NET_LINK: dict[str, EventDataType] = {"kind": "text", "carrier_changes_total": "int", "speed_mbps": "int"}
 _PEER: dict[str, EventDataType] = {
     "peer": "text", "path": "text", "address": "text", "transport": "text", "from_state": "text",
     "state": "text", "rtt_p50_us": "number", "rtt_p99_us": "number", "loss_pct": "number",
@@ -139,6 +140,9 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     # storage
     "diskstats_line_skipped": {"skipped": "number", "skipped_total": "number", "line": "text"},
     "net_dev_line_skipped": {"skipped": "number", "skipped_total": "number", "line": "text"},
+    "net_link_down": _NET_LINK,
+    "net_link_up": _NET_LINK,
+    "net_link_flapped": {**_NET_LINK, "downs": "int"},
     "proc_stat_garbled": {"error": "text"},
     "raid_array_added": {"level": "text", "health": "text"},
     "raid_health_changed": {**_FROM_TO, "array_state": "text", "degraded": "int"},

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+import msgspec
+
 from rigmon.schema.record import Record
 
 LinkState = Literal["ok", "degraded", "unknown"]
@@ -40,6 +42,12 @@ class NetInterfaceReading(Record, frozen=True):
     """``thunderbolt-net``, ``ethernet``, ``wifi``, ``infiniband``, ``bridge``, ``bond``, ``virtual``."""
     stalled: bool = False
     """Up with carrier, but no packet moved for a while although it used to carry traffic."""
+    # Added for lost links (additive).
+    link_lost: bool | msgspec.UnsetType = msgspec.UNSET
+    """An Ethernet, thunderbolt-net, bond or IPoIB link that had a carrier since the agent started and has
+    none now (`rigmon.collectors.net_links`); never for one backed by an RDMA port (its port state says it).
+    The host collector always sets it; a record built without it (an older agent, the frame golden's)
+    leaves the key out of the JSON (``msgspec.UNSET``, falsy)."""
 
 
 class ThunderboltDeviceReading(Record, frozen=True):

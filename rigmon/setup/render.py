@@ -266,8 +266,13 @@ def udev_rules(hw: Hardware) -> str:
                              "`udevadm info -a` shows beside ATTRS{idVendor}")
                 continue
             lines.append(f"# {dev.path} ({said}: the lines name its USB port)")
+        elif dev.serial:
+            lines.append(f"# {dev.path}")
+        elif dev.usb_device:
+            lines.append(f"# {dev.path} (no serial number: the lines name its USB port)")
         else:
-            lines.append(f"# {dev.path}" + ("" if dev.serial else " (no serial number: the lines name its USB port)"))
+            lines.append(f"# {dev.path} (no serial number and no USB port found: the lines name every "
+                         f"{dev.vendor_id}:{dev.product_id} adapter; use one only if this is the only one)")
         # Without a serial number the line would name every such adapter: pin it to its USB port, on the
         # same device as the ATTRS (udev matches a rule's parent keys on one device).
         port = f'KERNELS=="{dev.usb_device}", ' if serial is None and dev.usb_device else ""

@@ -19,6 +19,9 @@ from rigmon.setup.udev_check import has_active_rules
 #: and a new `setup agent` keeps those in place, so an uninstall to reinstall leaves every client working.
 #: Kept until ``--purge``, as Debian keeps a package's generated host keys until it is purged.
 IDENTITY = (render.READ_TOKEN, render.CONTROL_TOKEN, render.TLS_CERT, render.TLS_KEY)
+#: The unit's drop-in directory (``systemctl edit rigmon-agent``): the operator's changes to the unit, never
+#: written by setup (which rewrites the unit itself on every run and says to keep changes here).
+DROP_INS = render.UNIT_FILE + ".d"
 
 
 def why_kept(installer: Installer, rel: str, records: dict[str, str] | None) -> str | None:
@@ -54,6 +57,12 @@ def uninstall(installer: Installer, user: str, purge: bool) -> None:
     if installer.exists(render.UNIT_FILE):
         installer.run(["systemctl", "disable", "--now", render.UNIT_NAME], check=False)
     installer.remove(render.UNIT_FILE)
+    if installer.exists(DROP_INS):
+        if purge:
+            installer.remove_tree(DROP_INS)
+        else:
+            installer.say(f"kept {DROP_INS}/: your drop-ins for the unit (systemctl edit); a new setup agent uses "
+                          "them again; --purge removes them")
     records = read_record(installer)
     kept = False
     for rel in CONFFILES:

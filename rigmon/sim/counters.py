@@ -47,3 +47,8 @@ class CarriedCounters:
             out = [max(v, s) for v, s in zip(out, shown)]
         self._shown[key] = out
         return out
+
+    def forget(self, key: str) -> None:
+        """Forget ``key``'s counters: a device gone, whose counters start again from zero when it is back."""
+        self._before.pop(key, None)
+        self._shown.pop(key, None)

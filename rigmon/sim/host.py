@@ -39,6 +39,12 @@ class SimInterface:
     """``ethernet`` gets a hardware ``device`` entry; ``thunderbolt-net`` is linked by the Thunderbolt bus."""
     stalled: bool = False
     """Up with carrier but moving no packets (a hung collective)."""
+    rdma_device: str | None = None
+    """The RDMA device whose port this interface is (RoCE: ``mlx5_0``): its PCI function, the interface's
+    ``device``, lists it under ``infiniband/``, as on a real mlx5 card."""
+    present: bool = True
+    """The interface exists. A thunderbolt-net interface goes away with its XDomain when the cable is
+    unplugged, and comes back as a new interface, its counters from zero."""
 
 
 @dataclass
@@ -94,7 +100,11 @@ class SimHost:
             self.boot_id = str(uuid.UUID(int=self._rng.getrandbits(128)))
             self.boot_at = int(node.wall0_at - self.uptime_s)
         self._node = node
-        self._traffic.step(t_s, dt_s, {nic.name: _traffic(nic) for nic in self.interfaces})
+        for nic in self.interfaces:
+            if not nic.present:
+                nic.rx_bytes = nic.tx_bytes = nic.rx_packets = nic.tx_packets = nic.rx_errors = 0
+                self._traffic.forget(nic.name)
+        self._traffic.step(t_s, dt_s, {nic.name: _traffic(nic) for nic in self.interfaces if nic.present})
         busy_frac = min(1.0, max(0.0, 0.05 + 0.55 * node.load + self._rng.uniform(-0.03, 0.03)))
         ticks = dt_s * USER_HZ * self.cpu_count
         self.ticks_busy += ticks * busy_frac
@@ -113,7 +123,7 @@ class SimHost:
             # PROCHOT: the CPU slows itself down to stay at its critical limit (TjMax).
             self.cpu_temp_c = min(self.cpu_temp_c, self.cpu_crit_c)
         for nic in self.interfaces:
-            if not nic.up or nic.stalled:
+            if not nic.present or not nic.up or nic.stalled:
                 continue
             bytes_per_s = nic.speed_mbps * 1e6 / 8 * nic.peak_fraction * (0.02 + node.load)
             moved = int(bytes_per_s * dt_s * self._rng.uniform(0.9, 1.1))
@@ -178,6 +188,9 @@ class SimHost:
         rows = ["    lo: 1000 10 0 0 0 0 0 0 1000 10 0 0 0 0 0 0"]
         write_t_s = self._node.write_t_s if self._node is not None else 0.0
         for nic in self.interfaces:
+            if not nic.present:
+                tree.remove(f"/sys/class/net/{nic.name}")
+                continue
             rx_bytes, rx_packets, tx_bytes, tx_packets = self._traffic.at(nic.name, _traffic(nic), write_t_s)
             rows.append(
                 f"{nic.name:>6}: {rx_bytes} {rx_packets} {nic.rx_errors} 0 0 0 0 0 "
@@ -192,6 +205,8 @@ class SimHost:
             tree.write(f"{base}/type", "1\n")
             if nic.kind == "ethernet" and not tree.path(f"{base}/device").exists():
                 tree.write(f"{base}/device/uevent", "PCI_CLASS=20000\n")
+            if nic.rdma_device is not None:
+                tree.write(f"{base}/device/infiniband/{nic.rdma_device}/node_type", "1: CA\n")
         tree.write("/sys/class/net/lo/operstate", "unknown\n")
         tree.write("/proc/net/dev", head + "\n".join(rows) + "\n")
 

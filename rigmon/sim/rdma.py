@@ -84,6 +84,7 @@ class SimRdma:
                 c["link_error_recovery"] = c.get("link_error_recovery", 0.0) + 1
             self._was_active[key] = p.active
             if p.netdev is not None:
+                p.netdev.rdma_device = p.device
                 if p.netdev.up != p.active:
                     p.netdev.carrier_changes += 1
                 p.netdev.up = p.active

@@ -81,7 +81,8 @@ def test_rules_on_what_events_carry_load(keys: str) -> None:
 
 def test_the_default_event_rules_name_kinds_and_keys_agents_emit() -> None:
     rules = [r for r in default_rules() if isinstance(r, EventRule)]
-    assert {r.event for r in rules} == {"xid", "unclean_shutdown", "rdma_link_downed", "rdma_counter_saturated"}
+    assert {r.event for r in rules} == {"xid", "unclean_shutdown", "rdma_link_downed", "rdma_counter_saturated",
+                                        "net_link_flapped"}
 
 
 def test_a_good_event_rule_still_fires(tmp_path: Path) -> None:

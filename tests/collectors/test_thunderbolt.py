@@ -190,7 +190,9 @@ def test_no_bus_is_absent(tmp_path: Path) -> None:
         ThunderboltCollector(HostRoot(tmp_path), Clock()).collect()
 
 
-def test_udev_change_triggers_an_immediate_reread(tmp_path: Path) -> None:
+def _watched(tmp_path: Path) -> tuple[ThunderboltCollector, FakeUdevSource, list[list[object]], threading.Event]:
+    """A collector of the tree `_tree` writes, read once and started on a fake udev source: what it pushes
+    is appended to the list, and the event set at each push."""
     _tree(tmp_path)
     source = FakeUdevSource()
     collector = ThunderboltCollector(HostRoot(tmp_path), Clock(), events=source)
@@ -203,6 +205,11 @@ def test_udev_change_triggers_an_immediate_reread(tmp_path: Path) -> None:
         got.set()
 
     collector.start(push)
+    return collector, source, pushed, got
+
+
+def test_udev_change_triggers_an_immediate_reread(tmp_path: Path) -> None:
+    collector, source, pushed, got = _watched(tmp_path)
     try:
         # Lane bonding failed after enumeration: the kernel changes the file, then sends a bare change.
         _tree(tmp_path, lanes="1")
@@ -225,6 +232,26 @@ def test_udev_change_triggers_an_immediate_reread(tmp_path: Path) -> None:
     finally:
         collector.close()
     assert source.closed
+
+
+def test_an_unplug_and_replug_within_one_udev_burst_are_events(tmp_path: Path) -> None:
+    # Incident 5: a USB4 link flaps. The kernel removes the router and adds it again (a remove and an add
+    # uevent) faster than a read: the re-read after the burst saw it present with the same link, as if
+    # nothing had happened, and the flap left no event.
+    collector, source, pushed, got = _watched(tmp_path)
+    try:
+        source.inject("remove", DEVPATH, "thunderbolt", "thunderbolt_device")
+        source.inject("add", DEVPATH, "thunderbolt", "thunderbolt_device", USB4_VERSION="1.0", USB4_TYPE="device")
+        assert got.wait(5.0)
+    finally:
+        collector.close()
+    readings, events = _split([r for records in pushed for r in records])
+    assert readings["0-1"].link_state == "ok"
+    assert [(e.kind, e.subject) for e in events] == [("tb_device_removed", "link:0-1"), ("tb_device_added", "link:0-1")]
+    assert events[0].message == "Thunderbolt 0-1 (OWC) disconnected (udev: back before the next read)"
+    assert events[1].message == "Thunderbolt 0-1 (OWC) connected again at 20 Gb/s x2"
+    # A plain read after it sees nothing new.
+    assert _split(collector.collect())[1] == []
 
 
 def test_silent_udev_is_quiet(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 from rigmon.hw.udev import UdevEvent, UdevWatcher, open_udev_source
 from rigmon.sim.udev import FakeUdevSource
@@ -66,16 +67,16 @@ def test_open_source_never_raises() -> None:
         source.close()
 
 
-def deliveries(source: FakeUdevSource, **kwargs: object) -> list[UdevEvent | None]:
+def deliveries(source: FakeUdevSource, **kwargs: object) -> list[list[UdevEvent] | None]:
     """What a coalescing watcher started on ``source``'s queued events delivers (its first delivery)."""
-    seen: list[UdevEvent | None] = []
+    seen: list[list[UdevEvent] | None] = []
     done = threading.Event()
 
-    def on_event(event: UdevEvent | None) -> None:
-        seen.append(event)
+    def on_burst(events: Sequence[UdevEvent] | None) -> None:
+        seen.append(None if events is None else list(events))
         done.set()
 
-    watcher = UdevWatcher(source, on_event, ("block",), coalesce=True, **kwargs)  # type: ignore[arg-type]
+    watcher = UdevWatcher(source, None, ("block",), on_burst=on_burst, **kwargs)  # type: ignore[arg-type]
     watcher.start()
     try:
         assert done.wait(5.0)
@@ -95,7 +96,18 @@ def test_a_coalescing_watcher_delivers_a_burst_once_after_taking_it() -> None:
     for i in range(200):
         source.inject("change", f"/devices/pci0000:00/0000:00:17.0/ata{i}/block/sd{i}", "block", "disk")
     seen = deliveries(source, wants=lambda e: not e.sys_name.startswith("loop"))
-    assert [e.sys_name if e else None for e in seen] == ["md127"]
+    assert len(seen) == 1 and seen[0] is not None
+    assert [e.sys_name for e in seen[0]] == ["md127"] + [f"sd{i}" for i in range(200)]
+
+
+def test_a_burst_keeps_a_remove_and_the_add_behind_it() -> None:
+    # A device removed and added again while the handler read: one re-read sees it present, as if nothing
+    # happened; the burst it is given says it went away (a USB4 link that flaps, incident 5).
+    source = FakeUdevSource()
+    source.inject("remove", "/devices/virtual/block/md127", "block", "disk")
+    source.inject("add", "/devices/virtual/block/md127", "block", "disk")
+    (burst,) = deliveries(source)
+    assert burst is not None and [(e.action, e.sys_name) for e in burst] == [("remove", "md127"), ("add", "md127")]
 
 
 def test_a_burst_holding_a_loss_is_delivered_as_a_loss() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from rigmon.config import load_agent_config
-from rigmon.setup.detect import detect_hardware
+from rigmon.hw.serial_ports import SerialDevice
+from rigmon.setup.detect import Hardware, detect_hardware
 from rigmon.setup.render import Settings, agent_toml, udev_rules
 from tests.setup.helpers import setup_agent
 from tests.setup.udev_match import rule_matches, symlinks
@@ -190,6 +191,18 @@ def test_the_udev_line_offered_for_a_device_without_a_serial_names_only_that_dev
     other = tmp_path / "other"
     usb_serial_tty(other, "ttyUSB0", "1a86", "7523", None, CH340_BY_PATH_ID, usb_dev="1-4")
     assert not rule_matches(offered[0], other, "ttyUSB0")
+
+
+def test_a_device_without_a_serial_or_a_usb_port_is_said_to_match_every_adapter_of_its_model() -> None:
+    # The comment above its lines said "the lines name its USB port" when no port was found either: the lines
+    # matched every adapter of that vendor and product, and the comment said the opposite.
+    device = SerialDevice(path="/dev/serial/by-id/usb-1a86_USB_Serial-if00-port0", tty="ttyUSB0",
+                          vendor_id="1a86", product_id="7523", serial=None, named_by_rigmon=False, usb_device=None)
+    rules = udev_rules(Hardware(serial=[device])).split("found; uncomment")[1]
+    assert "the lines name its USB port" not in rules
+    assert ("# /dev/serial/by-id/usb-1a86_USB_Serial-if00-port0 (no serial number and no USB port found: the lines "
+            "name every 1a86:7523 adapter; use one only if this is the only one)") in rules
+    assert all("KERNELS" not in line for line in rules.splitlines() if line.startswith("# SUBSYSTEM"))
 
 
 def test_a_pzem017_adapter_found_is_offered_the_meters_name(tmp_path: Path) -> None:

@@ -100,3 +100,25 @@ def test_the_record_is_what_sha256sum_checks() -> None:
     text = format_record(records)
     assert text.splitlines()[0] == f"{'a' * 64}  /etc/rigmon/agent.toml"
     assert parse_record(text + "garbage\nxyz  /etc/x\n") == records
+
+
+def test_an_uninstall_keeps_the_units_drop_ins_until_purge(tmp_path: Path) -> None:
+    # Setup rewrites its unit on every run and tells the operator to keep changes in a drop-in
+    # (`systemctl edit rigmon-agent`: MemoryMax=, Environment=). An uninstall left that directory without a word,
+    # and --purge left it too: a drop-in for a unit no longer there.
+    assert setup_agent(tmp_path).returncode == 0
+    drop_in = tmp_path / "etc/systemd/system/rigmon-agent.service.d/override.conf"
+    drop_in.parent.mkdir()
+    drop_in.write_text("[Service]\nMemoryMax=512M\n")
+
+    out = setup_agent(tmp_path, "--uninstall")
+    assert out.returncode == 0, out.stderr
+    assert drop_in.read_text() == "[Service]\nMemoryMax=512M\n"
+    assert ("kept /etc/systemd/system/rigmon-agent.service.d/: your drop-ins for the unit (systemctl edit); "
+            "a new setup agent uses them again; --purge removes them") in out.stdout
+    assert not (tmp_path / "etc/systemd/system/rigmon-agent.service").exists()
+
+    purged = setup_agent(tmp_path, "--uninstall", "--purge")
+    assert purged.returncode == 0, purged.stderr
+    assert not drop_in.parent.exists()
+    assert "removed /etc/systemd/system/rigmon-agent.service.d" in purged.stdout

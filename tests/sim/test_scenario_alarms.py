@@ -48,6 +48,8 @@ CASES = [
                                   "rdma_port_errors_rising", "net_link_slower"}, 0),
     # One node: no peers to probe (tests/sim/test_tp_cluster.py runs four); its RDMA port flaps.
     ("tp-cluster", 10.0, {"rdma_port_down", "rdma_port_flapped"}, 0),
+    # node01's 10 GbE port: no carrier for 15 s, then a flap within one step (its carrier_changes count rose by two).
+    ("net-link-flap", 5.0, {"net_link_down", "net_link_flapped"}, 0),
     ("strix-cluster", 10.0, set(), 4),
     ("healthy-v100", 5.0, set(), 4),
 ]

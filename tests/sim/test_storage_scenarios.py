@@ -128,9 +128,19 @@ def test_strix_usb4_link_between_two_nodes(tmp_path: Path) -> None:
         (tbnet,) = [r for r in records["host"] if isinstance(r, NetInterfaceReading) and r.name == "thunderbolt0"]
         assert tbnet.kind == "thunderbolt-net" and tbnet.rx_bytes_per_s
         assert links(bench.run_to(50.0))["0-1"].link_state == "degraded"
-        bench.run_to(91.0)
-        assert "0-1" not in links(bench.run_to(91.0))
+        before = [r for r in bench.run_to(89.0)["host"] if isinstance(r, NetInterfaceReading) and r.name == "thunderbolt0"]
+        assert before and before[0].rx_bytes_total > 10**9
+        unplugged = bench.run_to(91.0)
+        assert "0-1" not in links(unplugged)
+        # A real thunderbolt-net interface goes away with its XDomain: no carrier-down interface left in sysfs.
+        assert not (bench.node.tree.root / "sys/class/net/thunderbolt0").exists()
+        assert "thunderbolt0" not in (bench.node.tree.root / "proc/net/dev").read_text()
+        assert all(r.name != "thunderbolt0" for r in unplugged["host"] if isinstance(r, NetInterfaceReading))
         assert links(bench.run_to(100.0))["0-1"].link_state == "ok"
+        # Back as a new interface: its counters start again, and no rate is made of the drop.
+        (back,) = [r for r in bench.run_to(101.0)["host"] if isinstance(r, NetInterfaceReading) and r.name == "thunderbolt0"]
+        assert back.rx_bytes_total < before[0].rx_bytes_total and back.carrier is True
+        assert back.rx_bytes_per_s is None or back.rx_bytes_per_s >= 0
         bench.run_to(112.0)
         records = bench.run_to(120.0)
         (tbnet,) = [r for r in records["host"] if isinstance(r, NetInterfaceReading) and r.name == "thunderbolt0"]

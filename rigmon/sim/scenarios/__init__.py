@@ -16,6 +16,7 @@ from rigmon.sim.scenarios.lab import HealthyV100, Lab
 from rigmon.sim.scenarios.loose_sxm2 import LooseSxm2
 from rigmon.sim.scenarios.md_degraded import MdDegraded
 from rigmon.sim.scenarios.model_load import ModelLoad
+from rigmon.sim.scenarios.net_link_flap import NetLinkFlap
 from rigmon.sim.scenarios.nvme_link_gen3 import NvmeLinkGen3
 from rigmon.sim.scenarios.nvme_thermal_throttle import NvmeThermalThrottle
 from rigmon.sim.scenarios.rdma_port_flap import RdmaPortFlap
@@ -58,6 +59,7 @@ SCENARIOS: dict[str, Scenario] = {
     "loose-sxm2": LooseSxm2(),
     "strix-cluster": StrixCluster(),
     "rdma-port-flap": RdmaPortFlap(),
+    "net-link-flap": NetLinkFlap(),
     "tp-cluster": TpCluster(),
     "corroding-connection": CorrodingConnection(),
     "cpu-cooler-failed": CpuCoolerFailed(),

@@ -11,7 +11,8 @@ from rigmon.sim.storage import strix_enclosure_rig
 from rigmon.sim.thunderbolt import SimTbRouter, SimThunderbolt
 
 #: Timeline, repeating every period (simulated seconds): the node-to-node cable retrains
-#: at 10 Gb/s a lane, is re-plugged (a short flap), and later the collective hangs
+#: at 10 Gb/s a lane, is re-plugged (a short flap: the XDomain and its thunderbolt0 go away and come
+#: back, the interface's counters from zero, as thunderbolt-net registers a new one), and later the collective hangs
 #: (thunderbolt0 up, no packets) for 30 s: long enough that an agent on an accelerated clock samples it
 #: stalled (it reads stalled after [storage] net_stall_after_s without a packet) on a loaded machine.
 PERIOD_S = 150.0
@@ -56,9 +57,9 @@ class StrixUsb4:
         nic = next(n for n in host.interfaces if n.name == "thunderbolt0")
         link.speed_gbps = 10 if _within(phase, RETRAIN) else 20
         plugged = not _within(phase, UNPLUGGED)
-        if plugged != link.present:
-            nic.carrier_changes += 1
-        link.present = nic.up = plugged
+        if plugged and not nic.present:
+            nic.carrier_changes = 1  # a new interface: thunderbolt-net registers it again with the XDomain
+        link.present = nic.present = nic.up = plugged
         nic.speed_mbps = link.speed_gbps * link.lanes * 1000
         nic.stalled = _within(phase, STALLED)
         node.load = training_load(t_s + 0.1 * index, start_s=2.0)

@@ -10,9 +10,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Label, Static
+from textual.widgets import Header, Label, Static
 
 from rigmon.cluster.alarm_board import AlarmBoardView, AlarmRow
+from rigmon.tui.key_line import KeyLine
 from rigmon.tui.text import notify, plain
 from rigmon.tui.widgets.alarm_detail import AlarmDetail
 from rigmon.tui.widgets.alarm_table import AlarmTable
@@ -95,7 +96,7 @@ class AlarmsScreen(Screen[None]):
             yield AlarmTable(resolved=True, id="recent-alarms")
         yield AlarmDetail()
         yield ReplayBar()
-        yield Footer()
+        yield KeyLine()
 
     def on_mount(self) -> None:
         self.query_one("#active-alarms", AlarmTable).focus()

@@ -10,10 +10,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from textual.widgets import Header
 
 from rigmon.cluster.node_view import NodeView
 from rigmon.cluster.recording_end import ENDED
+from rigmon.tui.key_line import KeyLine
 from rigmon.tui.messages import HistoryWanted
 from rigmon.tui.widgets.cluster_header import ClusterHeader
 from rigmon.tui.widgets.node_row import NodeRow
@@ -100,7 +101,7 @@ class ClusterScreen(Screen[None]):
         nodes.can_focus = False
         yield nodes
         yield ReplayBar()
-        yield Footer()
+        yield KeyLine()
 
     def _rows(self) -> list[NodeRow]:
         # The container holds only rows; a plain walk of its children is much cheaper than a

@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.events import Resize
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from rigmon.cluster.chart import (
     DEFAULT_SPAN_S,
@@ -31,6 +31,7 @@ from rigmon.cluster.kept_events import MARK_KIND
 from rigmon.schema import Event, History
 from rigmon.tui.event_merge import merge_xid_events
 from rigmon.tui.gauge import span_label
+from rigmon.tui.key_line import KeyLine
 from rigmon.tui.text import plain
 from rigmon.tui.widgets.history_chart import HistoryChart, event_level
 from rigmon.tui.widgets.replay_bar import ReplayBar
@@ -202,7 +203,7 @@ class HistoryScreen(Screen[None]):
         yield HistoryChart()
         yield Static(id="history-events")
         yield ReplayBar()
-        yield Footer()
+        yield KeyLine()
 
     def on_mount(self) -> None:
         self._title()

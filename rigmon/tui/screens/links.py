@@ -10,10 +10,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from rigmon.cluster.link_matrix import link_matrix
 from rigmon.cluster.node_view import NodeView
+from rigmon.tui.key_line import KeyLine
 from rigmon.tui.widgets.link_table import ENDED_MARK, LinkTable
 from rigmon.tui.widgets.replay_bar import ReplayBar
 
@@ -55,7 +56,7 @@ class LinkScreen(Screen[None]):
         yield Static(Text(LEGEND), id="link-legend")
         yield LinkTable(id="link-table")
         yield ReplayBar()
-        yield Footer()
+        yield KeyLine()
 
     def show(self, views: Sequence[NodeView], ended: Mapping[str, float] | None = None) -> None:
         """Draw the matrix of ``views``; ``ended``: in a replay, the nodes whose recording ended before

@@ -12,13 +12,14 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.scrollbar import ScrollBarRender
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from rigmon.cluster.incident import Problem, timeline
 from rigmon.cluster.node_view import OUT_OF_TOUCH, NodeView
 from rigmon.schema import Event, Frame, Info
 from rigmon.tui import format as fmt
 from rigmon.tui.event_merge import merge_xid_events
+from rigmon.tui.key_line import KeyLine
 from rigmon.tui.messages import HistoryWanted
 from rigmon.tui.recording_end import ended_text
 from rigmon.tui.widgets.collector_health import CollectorHealth
@@ -138,7 +139,7 @@ class NodeScreen(Screen[None]):
             yield CollectorHealth()
             yield EventList()
         yield ReplayBar()
-        yield Footer()
+        yield KeyLine()
 
     def on_mount(self) -> None:
         # Per instance (Textual's documented way), so no other scrollbar changes.
