@@ -81,8 +81,11 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
                                             skip=("expected_source",),
                                             info=("vendor", "device_name=model", "nvm_version")),
     # Named after node_exporter's infiniband collector (node_infiniband_*): rigmon_infiniband_*.
+    # The port's interface in rigmon_infiniband_info{interface=...} ties it to the [[peers]] paths over it
+    # (rigmon_peer_path_*{interface=...}): RigmonPeerPathSilent holds back while that port is down.
     InfinibandPortReading: RecordMetrics("infiniband", labels=("device", "port", "link_layer"),
-                                         skip=("name", "expected_source")),
+                                         skip=("name", "expected_source"),
+                                         info=("netdev=interface", "hca_type", "board_id", "fw_version=firmware")),
     RdmaHwCounterReading: RecordMetrics("infiniband_hw", labels=("name=counter",)),
     # Latency probes (issue 21): rigmon_peer_path_rtt_p99_seconds{peer="node02",path="tbnet"}.
     PeerPathReading: RecordMetrics("peer_path", labels=("peer", "path", "transport", "interface"),
@@ -128,18 +131,18 @@ RENAMED: dict[tuple[type, str], tuple[str, str]] = {
                                                   "the capacity per direction the link should have, not traffic"),
     # ``rigmon_psu_rail_windows`` (a gauge) and the counter ``rigmon_psu_rail_windows_total`` (the ADC's
     # ``windows_total``) are one family, ``rigmon_psu_rail_windows``, in the OpenMetrics format.
-    (PsuRailReading, "windows"): ("frame_windows", "ADC windows that arrived since the previous frame "
+    (PsuRailReading, "windows"): ("frame_windows", ("ADC windows that arrived since the previous frame "
                                                    "(0: the last window is repeated); all of them: "
-                                                   "rigmon_psu_rail_windows_total"),
+                                                   "rigmon_psu_rail_windows_total")),
     # Units in the name: the MTU is in bytes (node_exporter's node_network_mtu_bytes); the guard's two
     # times are Unix seconds, which a bare `rigmon_guard_released_until` did not say.
     (NetInterfaceReading, "mtu"): ("mtu_bytes", ""),
     # Beside rigmon_psu_path_trend_ohms_per_second, `rigmon_psu_path_trend_seconds` read as the trend in seconds.
-    (PathResistanceReading, "trend_days"): ("trend_span_days", "the span of the daily estimates the trend is "
-                                                               "fitted over (rigmon_psu_path_trend_ohms_per_second)"),
+    (PathResistanceReading, "trend_days"): ("trend_span_days", ("the span of the daily estimates the trend is "
+                                                               "fitted over (rigmon_psu_path_trend_ohms_per_second)")),
     (GuardReading, "released_until"): ("released_until_at", "an operator's release keeps the guard away until then"),
-    (GuardReading, "unread_since"): ("unread_since_at", "when it last read all it watches (it holds the caps "
-                                                        "while it cannot)"),
+    (GuardReading, "unread_since"): ("unread_since_at", ("when it last read all it watches (it holds the caps "
+                                                        "while it cannot)")),
 }
 
 #: What a series kept under its own name is, for HELP, where the name alone reads as traffic: a link's

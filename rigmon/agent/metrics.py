@@ -8,9 +8,11 @@ A source added to the schema later only needs its entry in `RECORD_METRICS`.
 from __future__ import annotations
 
 import typing
-from typing import TYPE_CHECKING
 from collections import Counter, deque
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from rigmon.agent.metric_names import (
     DEPRECATED,
@@ -168,7 +170,8 @@ def _info_metric(fam: _Families, record: object, spec: RecordMetrics, doc_type: 
     for label in spec.info:
         field_name, _, label_name = label.partition("=")
         value = getattr(record, field_name)
-        info[label_name or field_name] = "" if value is None else str(value)
+        # A field added later is UNSET in a record built without it: unread, as None.
+        info[label_name or field_name] = "" if value is None or value is msgspec.UNSET else str(value)
     fields = ", ".join(f"{field} as {name}" if name else field
                        for field, _, name in (label.partition("=") for label in spec.info))
     fam.add(f"{PREFIX}_{spec.prefix}_info", f"{doc_type} {fields} as labels (value 1; empty when unread)", False,

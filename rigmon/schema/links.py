@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+import msgspec
+
 from rigmon.schema.record import Record
 
 LinkState = Literal["ok", "degraded", "unknown"]
@@ -147,6 +149,13 @@ class InfinibandPortReading(Record, frozen=True):
     errors_per_s: float | None = None
     unreadable_counters: tuple[str, ...] = ()
     hw_counters: tuple[RdmaHwCounterReading, ...] = ()
+    # Added for the probed paths (additive).
+    netdev: str | None | msgspec.UnsetType = msgspec.UNSET
+    """The network interface the port carries (RoCE: ``enp1s0f0np0``, a bond under RoCE LAG) or is
+    reached through (IPoIB: ``ib0``): the ``interface`` of a ``[[peers]]`` path over it, which is what
+    ties a silent path to its port being down. ``null`` when none is found. The collector always sets
+    it; a record built without it (another producer, the frame golden's) leaves the key out of the
+    JSON (``msgspec.UNSET``, which is falsy: read it as ``r.netdev or None``)."""
 
 
 PeerPathState = Literal["ok", "degraded", "silent", "unknown"]
