@@ -26,6 +26,9 @@ from rigmon.agent.metric_names import (
     literal_values,
     metric_name,
 )
+from rigmon.agent.metrics_infiniband import HELP as SATURATED_HELP
+from rigmon.agent.metrics_infiniband import NAME as SATURATED_NAME
+from rigmon.agent.metrics_infiniband import saturated_counters
 from rigmon.agent.metrics_recent import RecentHighest
 from rigmon.alarms.event_reports import XidReports
 from rigmon.schema import Event, Frame, Readings, Record
@@ -94,6 +97,10 @@ def frame_metrics(frame: Frame, event_counts: Counter[tuple[str, str, str]]) -> 
         records = value if isinstance(value, tuple) else (value,) if value is not None else ()
         for record in records:
             _record_metrics(fam, record, node)
+    for port in frame.readings.infiniband:
+        labels = {**node, "device": port.device, "port": str(port.port), "link_layer": port.link_layer or ""}
+        for counter, saturated in saturated_counters(port):
+            fam.add(SATURATED_NAME, SATURATED_HELP, False, {**labels, "counter": counter}, 1.0 if saturated else 0.0)
     for (kind, subject, code), count in sorted(event_counts.items()):
         fam.add(f"{PREFIX}_events_total", "events since the agent started, by kind, subject and code", True,
                 {**node, "kind": kind, "subject": subject, "code": code}, float(count))

@@ -481,3 +481,15 @@ def test_the_ports_interface_is_a_label_of_its_info_series(tmp_path: Path) -> No
     info = [s.labels for m in frame_metrics(frame, Counter()) for s in m.samples if s.name == "rigmon_infiniband_info"]
     assert info == [{"node": "n1", "device": "mlx5_0", "port": "1", "link_layer": "InfiniBand",
                      "interface": "enp1s0f0np0", "hca_type": "", "board_id": "", "firmware": "16.35.2000"}]
+
+
+def test_a_saturated_counter_has_its_series(tmp_path: Path) -> None:
+    """``rdma_counter_saturated`` mirrored: 1 per port and counter standing at its maximum, 0 for one read
+    below it, no series for a counter not read (here port_rcv_errors, whose file is absent)."""
+    write_port(tmp_path, symbol_error=0xFFFF, link_downed=3)
+    records = InfinibandCollector(HostRoot(tmp_path), FakeClock()).collect()
+    frame = Frame(schema=SCHEMA_VERSION, node="n1", run_id="r", seq=1, taken_at=1.0, agent_start=0.0,
+                  collectors={"infiniband": CollectorStatus(state="ok", ok=True)}, readings=readings_from(records))
+    got = {s.labels["counter"]: s.value for m in frame_metrics(frame, Counter()) for s in m.samples
+           if s.name == "rigmon_infiniband_saturated"}
+    assert got == {"symbol_error": 1.0, "link_downed": 0.0}
