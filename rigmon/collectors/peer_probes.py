@@ -6,14 +6,21 @@ import ipaddress
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, NoData, PushFn
-from rigmon.config import AgentConfig, PeerPathSection
+from rigmon.collectors.base import (
+    CollectorContext,
+    CollectorError,
+    EventDraft,
+    NoData,
+    PushFn,
+)
+from rigmon.config import AgentConfig, PeerPathSection, PeerSection, split_listen
+from rigmon.hw.addresses import IpAddress
 from rigmon.hw.root import HostRoot
 from rigmon.schema import PeerPathReading, PeerPathState
 
@@ -140,7 +147,8 @@ class PeerProbeCollector:
 
     name = "peer_probes"
 
-    def __init__(self, root: HostRoot, clock: Clock, config: AgentConfig, key: bytes | None) -> None:
+    def __init__(self, root: HostRoot, clock: Clock, config: AgentConfig, key: bytes | None,
+                 own_addresses: Collection[IpAddress] = ()) -> None:
         self.root = root
         self.clock = clock
         self.config = config
@@ -153,6 +161,10 @@ class PeerProbeCollector:
         self._own_note = config.own_peer_note
         if self._own_note is not None:
             log.info("%s", self._own_note)
+        #: What is said of entries skipped as this node by their address (`rigmon.probes.own_paths`).
+        self.own_address_notes: tuple[str, ...] = ()
+        if peers:
+            peers = self._skip_own_addresses(peers, own_addresses)
         for peer in peers:
             for path in peer.paths:
                 target = PathTarget(peer.name, path.name, path.address, path.target_port(config.probes),
@@ -166,6 +178,21 @@ class PeerProbeCollector:
         self.responder: ProbeResponder | None = None
         self._responder_error: str | None = None
         self._states: dict[str, PeerPathState] = {}
+
+    def _skip_own_addresses(self, peers: Sequence[PeerSection], own: Collection[IpAddress]) -> tuple[PeerSection, ...]:
+        """``peers`` but the entries whose path reaches this node's own agent (an alias of this node): each said once."""
+        from rigmon.probes.own_paths import own_address_note, own_address_peers
+
+        try:
+            listen_port: int | None = split_listen(self.config.agent.listen)[1]
+        except ValueError:
+            listen_port = None
+        skipped = own_address_peers(peers, self.config.probes, listen_port, own)
+        self.own_address_notes = tuple(own_address_note(self.config.node_name, peer, path) for peer, path in skipped)
+        for note in self.own_address_notes:
+            log.info("%s", note)
+        names = {peer.name for peer, _ in skipped}
+        return tuple(p for p in peers if p.name not in names)
 
     def _new_sender(self, key: bytes) -> ProbeSender:
         from rigmon.probes.sender import ProbeSender
@@ -282,4 +309,9 @@ class PeerProbeCollector:
 
 def make_peer_probe_collector(ctx: CollectorContext) -> PeerProbeCollector:
     """Registry factory."""
-    return PeerProbeCollector(ctx.root, ctx.clock, ctx.config, ctx.probe_key)
+    own: frozenset[IpAddress] = frozenset()
+    if ctx.config.probed_peers:
+        from rigmon.hw.addresses import local_addresses
+
+        own = local_addresses()
+    return PeerProbeCollector(ctx.root, ctx.clock, ctx.config, ctx.probe_key, own)

@@ -112,10 +112,12 @@ def test_peer_reachable_tells_a_path_lockup_from_a_node_down() -> None:
 
 
 def _config(tmp_path: Path, port: int = 9872, **probes: object) -> AgentConfig:
+    # node02 on this machine's loopback at another port: at this node's own port it would be this node.
     return from_data(AgentConfig, {
         "agent": {"node": "node01", "root": str(tmp_path)},
         "probes": {"bind": "127.0.0.1", "port": port, **probes},
-        "peers": [{"name": "node02", "paths": [{"name": "tbnet", "address": "127.0.0.1", "interface": "thunderbolt0"}]}],
+        "peers": [{"name": "node02", "paths": [{"name": "tbnet", "address": "127.0.0.1", "port": port + 1,
+                                                "interface": "thunderbolt0"}]}],
     }, strict=True)
 
 
