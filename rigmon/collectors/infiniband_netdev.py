@@ -22,6 +22,8 @@ from rigmon.hw.names import text_name
 from rigmon.hw.root import HostRoot
 
 CLASS = "/sys/class/infiniband"
+#: A port's ``state`` id while it passes traffic (``4: ACTIVE``).
+PORT_ACTIVE = 4
 
 
 def pick_netdev(port: int, dev_ports: Mapping[str, int | None]) -> str | None:
@@ -50,3 +52,21 @@ def read_port_netdev(root: HostRoot, device: str, port: int) -> str | None:
     dev_ports = {name: parse_int(_attr(root, f"{net}/{name}/dev_port")) for name in root.listdir(net)}
     picked = pick_netdev(port, dev_ports)
     return None if picked is None else text_name(picked)
+
+
+def rdma_interfaces(root: HostRoot) -> dict[str, bool]:
+    """Every network interface an RDMA port carries (`read_port_netdev`), and whether that port is ACTIVE now
+    (an unreadable state is not ACTIVE). Empty without RDMA devices."""
+    out: dict[str, bool] = {}
+    for device in root.listdir(CLASS):
+        for port in root.listdir(f"{CLASS}/{device}/ports"):
+            if not port.isdigit():
+                continue
+            netdev = read_port_netdev(root, device, int(port))
+            if netdev is None:
+                continue
+            state = _attr(root, f"{CLASS}/{device}/ports/{port}/state") or ""
+            # "4: ACTIVE": drivers/infiniband/core/sysfs.c state_show.
+            active = state.partition(":")[0].strip() == str(PORT_ACTIVE)
+            out[netdev] = out.get(netdev, False) or active
+    return out

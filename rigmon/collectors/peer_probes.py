@@ -178,6 +178,8 @@ class PeerProbeCollector:
         self.responder: ProbeResponder | None = None
         self._responder_error: str | None = None
         self._states: dict[str, PeerPathState] = {}
+        #: Per path interface that is an RDMA port's, when its port was last read not active (`time.monotonic`).
+        self._rdma_down_at: dict[str, float] = {}
 
     def _skip_own_addresses(self, peers: Sequence[PeerSection], own: Collection[IpAddress]) -> tuple[PeerSection, ...]:
         """``peers`` but the entries whose path reaches this node's own agent (an alias of this node): each said once."""
@@ -261,6 +263,7 @@ class PeerProbeCollector:
         responder = self.responder.reading() if self.responder is not None else None
         # The peer's probes of this node refused for a bad MAC: it holds another key, so it refuses ours.
         bad_key = responder.refusing_key_from if responder is not None else ()
+        rdma_down = self._rdma_down_interfaces(probes.window_s)
         readings: list[PeerPathReading] = []
         for window in self.sender.windows():
             section = self._paths[window.target.name]
@@ -276,7 +279,7 @@ class PeerProbeCollector:
                 link_gbps=self._link_gbps(section.interface), sent_total=window.sent_total,
                 received_total=window.received_total, p99_limit_us=limit, loss_limit_pct=probes.loss_limit_pct,
                 p99_over_limit=p99_over, loss_over_limit=loss_over, error=window.error,
-                peer_flooded=window.peer_flooded,
+                peer_flooded=window.peer_flooded, rdma_port_down=bool(section.interface) and section.interface in rdma_down,
                 key_mismatch=window.target.transport == "udp" and any(
                     same_address(window.target.address, source) for source in bad_key),
             ))
@@ -287,6 +290,21 @@ class PeerProbeCollector:
         if responder is not None:
             records.append(responder)
         return records
+
+    def _rdma_down_interfaces(self, window_s: float) -> set[str]:
+        """The paths' interfaces whose RDMA port is not active, or was not within ``window_s`` (a path is
+        silent for up to a window after its port is back): their silence is the port's."""
+        interfaces = {section.interface for section in self._paths.values() if section.interface}
+        if not interfaces:
+            return set()
+        from rigmon.collectors.infiniband_netdev import rdma_interfaces
+
+        now = time.monotonic()
+        for interface, active in rdma_interfaces(self.root).items():
+            if interface in interfaces and not active:
+                self._rdma_down_at[interface] = now
+        self._rdma_down_at = {i: at for i, at in self._rdma_down_at.items() if now - at <= window_s}
+        return set(self._rdma_down_at)
 
     def _link_gbps(self, interface: str) -> float | None:
         if not interface or "/" in interface:

@@ -224,6 +224,11 @@ class PeerPathReading(Record, frozen=True):
     window: the two nodes' probe keys differ. The peer refuses this node's probes alike (it never answers
     a bad MAC), so a silent path is the keys, not the network (``peer_path_key_mismatch``, not
     ``peer_path_silent``). Known only when the peer probes this node too."""
+    # Added so that one RDMA port down is one alarm (additive).
+    rdma_port_down: bool = False
+    """The path's ``interface`` is an RDMA port's network interface (RoCE, IPoIB) and that port is not active,
+    or was not within the last probe window: the path is silent with its port, whose ``rdma_port_down`` says
+    so (``peer_path_silent`` holds back)."""
 
 
 class ProbeResponderReading(Record, frozen=True):

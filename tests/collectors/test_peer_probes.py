@@ -27,6 +27,7 @@ from rigmon.probes.stats import window_stats
 from rigmon.probes.wire import derive_key
 from rigmon.schema import PeerPathReading, ProbeResponderReading
 from rigmon.sim import write_tree
+from rigmon.sim.wire import free_udp_port
 from rigmon.typed import from_data
 
 TARGET = PathTarget("node02", "roce", "10.0.0.2", 9872)
@@ -300,3 +301,35 @@ async def test_a_sender_thread_that_died_is_a_collector_error_and_is_started_aga
     finally:
         collector.close()
         peer.close()
+
+
+def test_a_path_over_an_rdma_port_that_is_down_says_so(tmp_path: Path) -> None:
+    """node01's roce path goes out of enp1s0f0np0, mlx5_0/1's RoCE netdev: while the port is down, and for a
+    probe window after it is back (the path answers again only then), the path's silence is the port's
+    (rdma_port_down); its mgmt path over eth0, no RDMA port's, never is."""
+    import time
+
+    port = "sys/class/infiniband/mlx5_0/ports/1"
+    write_tree(tmp_path, {f"{port}/state": "1: DOWN\n", f"{port}/gid_attrs/ndevs/0": "enp1s0f0np0\n"})
+    own = free_udp_port()
+    config = from_data(AgentConfig, {
+        "agent": {"node": "node01", "root": str(tmp_path)},
+        "probes": {"bind": "127.0.0.1", "port": own, "window_s": 1},
+        "peers": [{"name": "node02", "paths": [
+            {"name": "roce", "address": "127.0.0.1", "port": own + 1, "interface": "enp1s0f0np0"},
+            {"name": "mgmt", "address": "127.0.0.1", "port": own + 1, "interface": "eth0"}]}],
+    }, strict=True)
+    collector = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, derive_key("tok"))
+    collector.start(lambda records: None)
+
+    def down() -> dict[str, bool]:
+        return {r.path: r.rdma_port_down for r in collector.collect() if isinstance(r, PeerPathReading)}
+
+    try:
+        assert down() == {"roce": True, "mgmt": False}
+        (tmp_path / port / "state").write_text("4: ACTIVE\n")
+        assert down() == {"roce": True, "mgmt": False}  # back, within a window of its last down read
+        time.sleep(1.1)
+        assert down() == {"roce": False, "mgmt": False}
+    finally:
+        collector.close()
