@@ -180,6 +180,8 @@ class PeerProbeCollector:
         self._states: dict[str, PeerPathState] = {}
         #: Per path interface that is an RDMA port's, when its port was last read not active (`time.monotonic`).
         self._rdma_down_at: dict[str, float] = {}
+        #: The paths' interfaces that are RDMA ports' (their probes travel over RDMA hardware), as last read.
+        self._rdma_interfaces: frozenset[str] = frozenset()
 
     def _skip_own_addresses(self, peers: Sequence[PeerSection], own: Collection[IpAddress]) -> tuple[PeerSection, ...]:
         """``peers`` but the entries whose path reaches this node's own agent (an alias of this node): each said once."""
@@ -264,8 +266,13 @@ class PeerProbeCollector:
         # The peer's probes of this node refused for a bad MAC: it holds another key, so it refuses ours.
         bad_key = responder.refusing_key_from if responder is not None else ()
         rdma_down = self._rdma_down_interfaces(probes.window_s)
+        if self.responder is not None:
+            self.responder.rdma_down = bool(rdma_down)
+        windows = self.sender.windows()
+        # The peer says so on the paths that still answer (its management network's), not on those its port carries.
+        peers_rdma_down = {w.target.peer for w in windows if w.peer_rdma_down}
         readings: list[PeerPathReading] = []
-        for window in self.sender.windows():
+        for window in windows:
             section = self._paths[window.target.name]
             limit = section.p99_limit_us or probes.p99_limit_us
             state, p99_over, loss_over = judge_path(window, limit, probes.loss_limit_pct, complete, silent_run)
@@ -280,6 +287,7 @@ class PeerProbeCollector:
                 received_total=window.received_total, p99_limit_us=limit, loss_limit_pct=probes.loss_limit_pct,
                 p99_over_limit=p99_over, loss_over_limit=loss_over, error=window.error,
                 peer_flooded=window.peer_flooded, rdma_port_down=bool(section.interface) and section.interface in rdma_down,
+                peer_rdma_port_down=section.interface in self._rdma_interfaces and window.target.peer in peers_rdma_down,
                 key_mismatch=window.target.transport == "udp" and any(
                     same_address(window.target.address, source) for source in bad_key),
             ))
@@ -300,7 +308,9 @@ class PeerProbeCollector:
         from rigmon.collectors.infiniband_netdev import rdma_interfaces
 
         now = time.monotonic()
-        for interface, active in rdma_interfaces(self.root).items():
+        ports = rdma_interfaces(self.root)
+        self._rdma_interfaces = frozenset(i for i in ports if i in interfaces)
+        for interface, active in ports.items():
             if interface in interfaces and not active:
                 self._rdma_down_at[interface] = now
         self._rdma_down_at = {i: at for i, at in self._rdma_down_at.items() if now - at <= window_s}

@@ -229,6 +229,10 @@ class PeerPathReading(Record, frozen=True):
     """The path's ``interface`` is an RDMA port's network interface (RoCE, IPoIB) and that port is not active,
     or was not within the last probe window: the path is silent with its port, whose ``rdma_port_down`` says
     so (``peer_path_silent`` holds back)."""
+    peer_rdma_port_down: bool = False
+    """The path's ``interface`` is an RDMA port's network interface (an RDMA path) and a reply from the peer in
+    this window, on any path, said one of the peer's RDMA ports carrying its probed paths is down: this node's
+    RDMA paths to it are silent with that port, whose alarm is on the peer (``peer_path_silent`` holds back)."""
 
 
 class ProbeResponderReading(Record, frozen=True):

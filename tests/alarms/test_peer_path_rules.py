@@ -11,7 +11,8 @@ def path(state: str = "ok", **kw: Any) -> dict[str, Any]:
     base = {"name": "node02/tbnet", "peer": "node02", "path": "tbnet", "address": "10.0.0.2", "transport": "udp", "state": state,
             "window_s": 10.0, "sent": 100, "received": 100, "loss_pct": 0.0, "rtt_p50_us": 40.0,
             "rtt_p99_us": 90.0, "p99_limit_us": 1000.0, "loss_limit_pct": 2.0, "p99_over_limit": False,
-            "loss_over_limit": False, "key_mismatch": False, "peer_flooded": False, "rdma_port_down": False}
+            "loss_over_limit": False, "key_mismatch": False, "peer_flooded": False, "rdma_port_down": False,
+            "peer_rdma_port_down": False}
     return {**base, **kw}
 
 
@@ -113,3 +114,12 @@ def test_a_path_silent_with_its_rdma_port_down_is_that_ports_alarm_only() -> Non
     _, seen = run(default("peer_path_silent", "rdma_port_down"), [Step(5.0 * i, f) for i, f in enumerate(frames)])
     assert sorted(seen) == [(0.0, "firing", "peer:node02/mgmt"), (0.0, "firing", "rdma:mlx5_0/1"),
                             (15.0, "firing", "peer:node02/roce")]
+
+
+def test_an_rdma_path_silent_while_the_peer_says_its_rdma_port_is_down_raises_nothing_here() -> None:
+    """node02's roce path to node01 is silent while node01's replies on mgmt say its RDMA port is down: node01's
+    rdma_port_down is the alarm; once the window holds no such reply and the path is still silent, it fires."""
+    roce = path("silent", name="node01/roce", peer="node01", path="roce", received=0, loss_pct=100.0,
+                interface="enp1s0f0np0", peer_rdma_port_down=True)
+    _, seen = run(default("peer_path_silent"), steps(roce, roce, {**roce, "peer_rdma_port_down": False}))
+    assert seen == [(10.0, "firing", "peer:node01/roce")]

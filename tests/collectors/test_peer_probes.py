@@ -333,3 +333,35 @@ def test_a_path_over_an_rdma_port_that_is_down_says_so(tmp_path: Path) -> None:
         assert down() == {"roce": False, "mgmt": False}
     finally:
         collector.close()
+
+
+async def test_the_peers_rdma_paths_to_a_node_whose_port_is_down_hear_it_on_its_other_paths(tmp_path: Path) -> None:
+    """node01's RoCE port is down: node02's roce path to it is silent. node01's replies on the management path say
+    it has an RDMA port down (FLAG_RDMA_DOWN), so node02's roce path, over an RDMA port of its own, says
+    peer_rdma_port_down (node01's rdma_port_down is the alarm); its mgmt path, not an RDMA one, does not."""
+    ports = {"node01": free_udp_port(), "node02": free_udp_port()}
+    nowhere = free_udp_port()
+    collectors: dict[str, PeerProbeCollector] = {}
+    for name, other, state in (("node01", "node02", "1: DOWN"), ("node02", "node01", "4: ACTIVE")):
+        root = tmp_path / name
+        base = "sys/class/infiniband/mlx5_0/ports/1"
+        write_tree(root, {f"{base}/state": f"{state}\n", f"{base}/gid_attrs/ndevs/0": "enp1s0f0np0\n"})
+        config = from_data(AgentConfig, {
+            "agent": {"node": name, "root": str(root)},
+            "probes": {"bind": "127.0.0.1", "port": ports[name], "rate_hz": 50, "window_s": 1},
+            "peers": [{"name": other, "paths": [
+                {"name": "mgmt", "address": "127.0.0.1", "port": ports[other], "interface": "eth0"},
+                {"name": "roce", "address": "127.0.0.1", "port": nowhere, "interface": "enp1s0f0np0"}]}],
+        }, strict=True)
+        collectors[name] = PeerProbeCollector(HostRoot(str(root)), SystemClock(), config, derive_key("tok"))
+    for collector in collectors.values():
+        collector.start(lambda records: None)
+    try:
+        await asyncio.to_thread(collectors["node01"].collect)  # node01 reads its port down: its replies say so
+        await asyncio.sleep(1.3)
+        got = {r.path: r for r in await asyncio.to_thread(collectors["node02"].collect) if isinstance(r, PeerPathReading)}
+    finally:
+        for collector in collectors.values():
+            collector.close()
+    assert (got["roce"].state, got["roce"].peer_rdma_port_down, got["roce"].rdma_port_down) == ("silent", True, False)
+    assert (got["mgmt"].state, got["mgmt"].peer_rdma_port_down) == ("ok", False)
