@@ -150,3 +150,20 @@ def test_an_entry_under_another_name_at_this_nodes_address_is_skipped(
         assert [t.name for t in other._targets] == ["node01/roce", "gpu-b/roce"]
     finally:
         other.close()
+
+
+def test_check_says_an_entry_at_this_nodes_address_is_skipped(tmp_path: Path) -> None:
+    own = free_udp_port()
+    config = from_data(AgentConfig, {
+        "agent": {"node": "node02", "root": str(tmp_path)},
+        "probes": {"bind": "127.0.0.1", "port": own},
+        "peers": [{"name": "gpu-b", "paths": [{"name": "mgmt", "address": "127.0.0.1"}]}],
+    }, strict=True)
+    # Loopback is this node's whatever its interfaces' addresses: none are given.
+    collector = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, derive_key("tok"), ())
+    try:
+        report = run_check(config, SystemClock(), {"peer_probes": collector}, None, 1, 0.0)
+    finally:
+        collector.close()
+    assert report.notes == (("[[peers]] lists this node (node02) as gpu-b (path mgmt: 127.0.0.1 is this node's "
+                            "address): skipped, not probed (the same peers file serves every node of the lab)"),)
