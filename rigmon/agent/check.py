@@ -213,6 +213,8 @@ def run_check(
     statuses: dict[str, CollectorStatus] = {}
     # A peers file copied to every node lists this one too: it is skipped, not a failure.
     notes: list[str] = [config.own_peer_note] if config.own_peer_note is not None else []
+    # An entry under another name whose address is this node's (its own agent's port) is skipped too.
+    notes += getattr(collectors.get("peer_probes"), "own_address_notes", ())
     # Whether the last pass's rail is the running agent's: its counters are the agent's, since its start.
     rail_of_agent = [False]
 

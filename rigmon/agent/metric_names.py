@@ -74,15 +74,21 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     # read_iops and write_iops are rate() of reads_total and writes_total, exported as counters.
     DiskReading: RecordMetrics("disk", labels=("name=device",), skip=("major", "minor", "read_iops", "write_iops")),
     RaidArrayReading: RecordMetrics("md", labels=("name=array", "md_name")),
-    RaidMemberReading: RecordMetrics("md_member", labels=("name=member",), skip=("device",)),
+    # A member's slot and its number in the superblock are ids, not measurements: labels of its info series.
+    RaidMemberReading: RecordMetrics("md_member", labels=("name=member",), skip=("device", "slot"),
+                                     info=("slot", "device=number")),
     NvmeReading: RecordMetrics("nvme", labels=("name=controller",), info=("model", "firmware")),
-    # The router's vendor and model name the enclosure in RigmonThunderboltLinkDegraded (``0-1 (OWC Express 1M2)``).
+    # The router's vendor and model name the enclosure in RigmonThunderboltLinkDegraded (``0-1 (OWC Express 1M2)``);
+    # its domain (the host controller it hangs off) is an id, not a measurement: a label there too.
     ThunderboltDeviceReading: RecordMetrics("thunderbolt", labels=("name=device", "kind"),
-                                            skip=("expected_source",),
-                                            info=("vendor", "device_name=model", "nvm_version")),
+                                            skip=("expected_source", "domain"),
+                                            info=("vendor", "device_name=model", "nvm_version", "domain")),
     # Named after node_exporter's infiniband collector (node_infiniband_*): rigmon_infiniband_*.
+    # The port's interface in rigmon_infiniband_info{interface=...} ties it to the [[peers]] paths over it
+    # (rigmon_peer_path_*{interface=...}): RigmonPeerPathSilent holds back while that port is down.
     InfinibandPortReading: RecordMetrics("infiniband", labels=("device", "port", "link_layer"),
-                                         skip=("name", "expected_source")),
+                                         skip=("name", "expected_source"),
+                                         info=("netdev=interface", "hca_type", "board_id", "fw_version=firmware")),
     RdmaHwCounterReading: RecordMetrics("infiniband_hw", labels=("name=counter",)),
     # Latency probes (issue 21): rigmon_peer_path_rtt_p99_seconds{peer="node02",path="tbnet"}.
     PeerPathReading: RecordMetrics("peer_path", labels=("peer", "path", "transport", "interface"),
@@ -128,18 +134,18 @@ RENAMED: dict[tuple[type, str], tuple[str, str]] = {
                                                   "the capacity per direction the link should have, not traffic"),
     # ``rigmon_psu_rail_windows`` (a gauge) and the counter ``rigmon_psu_rail_windows_total`` (the ADC's
     # ``windows_total``) are one family, ``rigmon_psu_rail_windows``, in the OpenMetrics format.
-    (PsuRailReading, "windows"): ("frame_windows", "ADC windows that arrived since the previous frame "
+    (PsuRailReading, "windows"): ("frame_windows", ("ADC windows that arrived since the previous frame "
                                                    "(0: the last window is repeated); all of them: "
-                                                   "rigmon_psu_rail_windows_total"),
+                                                   "rigmon_psu_rail_windows_total")),
     # Units in the name: the MTU is in bytes (node_exporter's node_network_mtu_bytes); the guard's two
     # times are Unix seconds, which a bare `rigmon_guard_released_until` did not say.
     (NetInterfaceReading, "mtu"): ("mtu_bytes", ""),
     # Beside rigmon_psu_path_trend_ohms_per_second, `rigmon_psu_path_trend_seconds` read as the trend in seconds.
-    (PathResistanceReading, "trend_days"): ("trend_span_days", "the span of the daily estimates the trend is "
-                                                               "fitted over (rigmon_psu_path_trend_ohms_per_second)"),
+    (PathResistanceReading, "trend_days"): ("trend_span_days", ("the span of the daily estimates the trend is "
+                                                               "fitted over (rigmon_psu_path_trend_ohms_per_second)")),
     (GuardReading, "released_until"): ("released_until_at", "an operator's release keeps the guard away until then"),
-    (GuardReading, "unread_since"): ("unread_since_at", "when it last read all it watches (it holds the caps "
-                                                        "while it cannot)"),
+    (GuardReading, "unread_since"): ("unread_since_at", ("when it last read all it watches (it holds the caps "
+                                                        "while it cannot)")),
 }
 
 #: What a series kept under its own name is, for HELP, where the name alone reads as traffic: a link's
@@ -182,6 +188,9 @@ DEPRECATED: dict[tuple[type, str], tuple[str, float, str]] = {
     (DiskReading, "write_iops"): ("rigmon_disk_write_iops", 1.0, "rate(rigmon_disk_writes_total[1m])"),
     (NetInterfaceReading, "mtu"): ("rigmon_network_mtu", 1.0, ""),
     (PathResistanceReading, "trend_days"): ("rigmon_psu_path_trend_seconds", 86400.0, ""),
+    # Ids that were gauges, now labels of the item's info series.
+    (ThunderboltDeviceReading, "domain"): ("rigmon_thunderbolt_domain", 1.0, "the domain label of rigmon_thunderbolt_info"),
+    (RaidMemberReading, "slot"): ("rigmon_md_member_slot", 1.0, "the slot label of rigmon_md_member_info"),
     # In the text format only: in OpenMetrics it is the counter's family (`metrics_exposition`).
     (PsuRailReading, "windows"): ("rigmon_psu_rail_windows", 1.0, ""),
 }

@@ -8,9 +8,11 @@ A source added to the schema later only needs its entry in `RECORD_METRICS`.
 from __future__ import annotations
 
 import typing
-from typing import TYPE_CHECKING
 from collections import Counter, deque
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from rigmon.agent.metric_names import (
     DEPRECATED,
@@ -24,6 +26,9 @@ from rigmon.agent.metric_names import (
     literal_values,
     metric_name,
 )
+from rigmon.agent.metrics_infiniband import HELP as SATURATED_HELP
+from rigmon.agent.metrics_infiniband import NAME as SATURATED_NAME
+from rigmon.agent.metrics_infiniband import saturated_counters
 from rigmon.agent.metrics_recent import RecentHighest
 from rigmon.alarms.event_reports import XidReports
 from rigmon.schema import Event, Frame, Readings, Record
@@ -92,6 +97,10 @@ def frame_metrics(frame: Frame, event_counts: Counter[tuple[str, str, str]]) -> 
         records = value if isinstance(value, tuple) else (value,) if value is not None else ()
         for record in records:
             _record_metrics(fam, record, node)
+    for port in frame.readings.infiniband:
+        labels = {**node, "device": port.device, "port": str(port.port), "link_layer": port.link_layer or ""}
+        for counter, saturated in saturated_counters(port):
+            fam.add(SATURATED_NAME, SATURATED_HELP, False, {**labels, "counter": counter}, 1.0 if saturated else 0.0)
     for (kind, subject, code), count in sorted(event_counts.items()):
         fam.add(f"{PREFIX}_events_total", "events since the agent started, by kind, subject and code", True,
                 {**node, "kind": kind, "subject": subject, "code": code}, float(count))
@@ -168,7 +177,8 @@ def _info_metric(fam: _Families, record: object, spec: RecordMetrics, doc_type: 
     for label in spec.info:
         field_name, _, label_name = label.partition("=")
         value = getattr(record, field_name)
-        info[label_name or field_name] = "" if value is None else str(value)
+        # A field added later is UNSET in a record built without it: unread, as None.
+        info[label_name or field_name] = "" if value is None or value is msgspec.UNSET else str(value)
     fields = ", ".join(f"{field} as {name}" if name else field
                        for field, _, name in (label.partition("=") for label in spec.info))
     fam.add(f"{PREFIX}_{spec.prefix}_info", f"{doc_type} {fields} as labels (value 1; empty when unread)", False,

@@ -3,8 +3,10 @@
 Layout (drivers/infiniband/core/sysfs.c): ``<dev>/ports/<n>/{state,phys_state,rate,link_layer}``
 (``4: ACTIVE``, ``5: LinkUp``, ``100 Gb/sec (4X EDR)``, ``InfiniBand`` or ``Ethernet``), the
 standard PMA counters in ``counters/`` (absent on iWARP devices such as irdma, and some refuse
-reads on RoCE ports) and driver counters in ``hw_counters/``. Everything here is pure apart
-from the reads; a file that vanishes or refuses a read is "not present", never a crash.
+reads on RoCE ports) and driver counters in ``hw_counters/``; the port's network interface from
+``gid_attrs/ndevs/0`` or the device's ``device/net/`` (`rigmon.collectors.infiniband_netdev`).
+Everything here is pure apart from the reads; a file that vanishes or refuses a read is "not
+present", never a crash.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import msgspec
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.infiniband_netdev import read_port_netdev
 from rigmon.collectors.infiniband_saturation import COUNTER_MAX, SaturationWatch
 from rigmon.collectors.sysfs_values import parse_int
 from rigmon.hw.names import text_name
@@ -147,6 +150,8 @@ class PortFiles:
     link_layer: str | None
     device: str
     hw_names: tuple[str, ...]
+    netdev: str | None = None
+    """The port's network interface (`read_port_netdev`); ``None`` when none is found."""
 
 
 def read_port_files(root: HostRoot, device: str, port: int) -> PortFiles:
@@ -160,6 +165,7 @@ def read_port_files(root: HostRoot, device: str, port: int) -> PortFiles:
         link_layer=_read(root, f"{base}/link_layer")[0],
         device=text_name(device),
         hw_names=tuple(text_name(n) for n in hw_counters),
+        netdev=read_port_netdev(root, device, port),
     )
 
 
@@ -271,6 +277,9 @@ class InfinibandCollector(PolledCollector):
         # A device's ports are made with it and go with it: listed when it appears, when one of
         # its ports is gone (a driver reload), and every `device_facts.REFRESH_EVERY` reads.
         self._ports: DeviceFacts[str, tuple[int, ...]] = DeviceFacts()
+        #: Per port, the network interface its facts last named: kept while a read of them finds none
+        #: (a RoCE port's GID table is refilled after a reset) and forgotten with the port.
+        self._netdevs: dict[str, str] = {}
 
     def collect(self) -> Sequence[object]:
         with self._lock:
@@ -300,9 +309,10 @@ class InfinibandCollector(PolledCollector):
                 if raw.state is None:
                     # Unreadable state (a driver reset under way): its files are looked up again.
                     self._files.forget((device, port))
-                readings.append(self._judge(raw, self._device_info(device), now))
+                readings.append(self._judge(raw, self._device_info(device), now, self._netdev(raw, files)))
             self._rates.forget_missing(self._used)
             present = {r.name for r in readings}
+            self._netdevs = {key: name for key, name in self._netdevs.items() if key in present}
             self._error_parts = {key: parts for key, parts in self._error_parts.items() if key in present}
             for gone in set(self._info) - set(devices):
                 del self._info[gone]
@@ -316,6 +326,12 @@ class InfinibandCollector(PolledCollector):
     def _port_files(self, key: tuple[str, int]) -> PortFiles:
         return read_port_files(self.root, *key)
 
+    def _netdev(self, raw: RawPort, files: PortFiles) -> str | None:
+        key = f"{raw.device}/{raw.port}"
+        if files.netdev is not None:
+            self._netdevs[key] = files.netdev
+        return self._netdevs.get(key)
+
     def _device_info(self, device: str) -> tuple[str | None, str | None, str | None]:
         info = self._info.get(device)
         if info is None:
@@ -325,8 +341,8 @@ class InfinibandCollector(PolledCollector):
             self._info[device] = info
         return info
 
-    def _judge(self, raw: RawPort, info: tuple[str | None, str | None, str | None], now: float
-               ) -> InfinibandPortReading:
+    def _judge(self, raw: RawPort, info: tuple[str | None, str | None, str | None], now: float,
+               netdev: str | None = None) -> InfinibandPortReading:
         key = f"{raw.device}/{raw.port}"
         self._counters[key] = raw.counters
         rate = parse_rate(raw.rate_text)
@@ -363,7 +379,7 @@ class InfinibandCollector(PolledCollector):
             phys_state=raw.phys_state, physical_state_id=raw.phys_state_id, rate_gbps=rate,
             rate_text=raw.rate_text, expected_gbps=expected, expected_source=source, link_state=link_state,
             degraded_reason=reason, hca_type=hca_type, board_id=board_id, fw_version=fw,
-            unreadable_counters=raw.unreadable, hw_counters=hw, **fields, **rates,  # type: ignore[arg-type]
+            unreadable_counters=raw.unreadable, hw_counters=hw, netdev=netdev, **fields, **rates,  # type: ignore[arg-type]
         )
 
     def _rate(self, key: tuple[str, ...], value: int, now: float) -> float | None:

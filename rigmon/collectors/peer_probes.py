@@ -6,14 +6,21 @@ import ipaddress
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, NoData, PushFn
-from rigmon.config import AgentConfig, PeerPathSection
+from rigmon.collectors.base import (
+    CollectorContext,
+    CollectorError,
+    EventDraft,
+    NoData,
+    PushFn,
+)
+from rigmon.config import AgentConfig, PeerPathSection, PeerSection, split_listen
+from rigmon.hw.addresses import IpAddress
 from rigmon.hw.root import HostRoot
 from rigmon.schema import PeerPathReading, PeerPathState
 
@@ -140,7 +147,8 @@ class PeerProbeCollector:
 
     name = "peer_probes"
 
-    def __init__(self, root: HostRoot, clock: Clock, config: AgentConfig, key: bytes | None) -> None:
+    def __init__(self, root: HostRoot, clock: Clock, config: AgentConfig, key: bytes | None,
+                 own_addresses: Collection[IpAddress] = ()) -> None:
         self.root = root
         self.clock = clock
         self.config = config
@@ -153,6 +161,10 @@ class PeerProbeCollector:
         self._own_note = config.own_peer_note
         if self._own_note is not None:
             log.info("%s", self._own_note)
+        #: What is said of entries skipped as this node by their address (`rigmon.probes.own_paths`).
+        self.own_address_notes: tuple[str, ...] = ()
+        if peers:
+            peers = self._skip_own_addresses(peers, own_addresses)
         for peer in peers:
             for path in peer.paths:
                 target = PathTarget(peer.name, path.name, path.address, path.target_port(config.probes),
@@ -166,6 +178,25 @@ class PeerProbeCollector:
         self.responder: ProbeResponder | None = None
         self._responder_error: str | None = None
         self._states: dict[str, PeerPathState] = {}
+        #: Per path interface that is an RDMA port's, when its port was last read not active (`time.monotonic`).
+        self._rdma_down_at: dict[str, float] = {}
+        #: The paths' interfaces that are RDMA ports' (their probes travel over RDMA hardware), as last read.
+        self._rdma_interfaces: frozenset[str] = frozenset()
+
+    def _skip_own_addresses(self, peers: Sequence[PeerSection], own: Collection[IpAddress]) -> tuple[PeerSection, ...]:
+        """``peers`` but the entries whose path reaches this node's own agent (an alias of this node): each said once."""
+        from rigmon.probes.own_paths import own_address_note, own_address_peers
+
+        try:
+            listen_port: int | None = split_listen(self.config.agent.listen)[1]
+        except ValueError:
+            listen_port = None
+        skipped = own_address_peers(peers, self.config.probes, listen_port, own)
+        self.own_address_notes = tuple(own_address_note(self.config.node_name, peer, path) for peer, path in skipped)
+        for note in self.own_address_notes:
+            log.info("%s", note)
+        names = {peer.name for peer, _ in skipped}
+        return tuple(p for p in peers if p.name not in names)
 
     def _new_sender(self, key: bytes) -> ProbeSender:
         from rigmon.probes.sender import ProbeSender
@@ -234,8 +265,14 @@ class PeerProbeCollector:
         responder = self.responder.reading() if self.responder is not None else None
         # The peer's probes of this node refused for a bad MAC: it holds another key, so it refuses ours.
         bad_key = responder.refusing_key_from if responder is not None else ()
+        rdma_down = self._rdma_down_interfaces(probes.window_s)
+        if self.responder is not None:
+            self.responder.rdma_down = bool(rdma_down)
+        windows = self.sender.windows()
+        # The peer says so on the paths that still answer (its management network's), not on those its port carries.
+        peers_rdma_down = {w.target.peer for w in windows if w.peer_rdma_down}
         readings: list[PeerPathReading] = []
-        for window in self.sender.windows():
+        for window in windows:
             section = self._paths[window.target.name]
             limit = section.p99_limit_us or probes.p99_limit_us
             state, p99_over, loss_over = judge_path(window, limit, probes.loss_limit_pct, complete, silent_run)
@@ -249,7 +286,8 @@ class PeerProbeCollector:
                 link_gbps=self._link_gbps(section.interface), sent_total=window.sent_total,
                 received_total=window.received_total, p99_limit_us=limit, loss_limit_pct=probes.loss_limit_pct,
                 p99_over_limit=p99_over, loss_over_limit=loss_over, error=window.error,
-                peer_flooded=window.peer_flooded,
+                peer_flooded=window.peer_flooded, rdma_port_down=bool(section.interface) and section.interface in rdma_down,
+                peer_rdma_port_down=section.interface in self._rdma_interfaces and window.target.peer in peers_rdma_down,
                 key_mismatch=window.target.transport == "udp" and any(
                     same_address(window.target.address, source) for source in bad_key),
             ))
@@ -260,6 +298,23 @@ class PeerProbeCollector:
         if responder is not None:
             records.append(responder)
         return records
+
+    def _rdma_down_interfaces(self, window_s: float) -> set[str]:
+        """The paths' interfaces whose RDMA port is not active, or was not within ``window_s`` (a path is
+        silent for up to a window after its port is back): their silence is the port's."""
+        interfaces = {section.interface for section in self._paths.values() if section.interface}
+        if not interfaces:
+            return set()
+        from rigmon.collectors.infiniband_netdev import rdma_interfaces
+
+        now = time.monotonic()
+        ports = rdma_interfaces(self.root)
+        self._rdma_interfaces = frozenset(i for i in ports if i in interfaces)
+        for interface, active in ports.items():
+            if interface in interfaces and not active:
+                self._rdma_down_at[interface] = now
+        self._rdma_down_at = {i: at for i, at in self._rdma_down_at.items() if now - at <= window_s}
+        return set(self._rdma_down_at)
 
     def _link_gbps(self, interface: str) -> float | None:
         if not interface or "/" in interface:
@@ -282,4 +337,9 @@ class PeerProbeCollector:
 
 def make_peer_probe_collector(ctx: CollectorContext) -> PeerProbeCollector:
     """Registry factory."""
-    return PeerProbeCollector(ctx.root, ctx.clock, ctx.config, ctx.probe_key)
+    own: frozenset[IpAddress] = frozenset()
+    if ctx.config.probed_peers:
+        from rigmon.hw.addresses import local_addresses
+
+        own = local_addresses()
+    return PeerProbeCollector(ctx.root, ctx.clock, ctx.config, ctx.probe_key, own)

@@ -103,6 +103,9 @@ class ProbeResponder:
         self.dropped_total: int | None = None
         self.paused_total = 0
         self.flood_from: str | None = None
+        #: An RDMA port carrying one of this node's probed paths is down: replies say so (set by the collector;
+        #: a bool is written and read whole, so no lock).
+        self.rdma_down = False
         self._flood_at: float | None = None
         self._drops_seen = 0
         self._bad_key_at: OrderedDict[str, float] = OrderedDict()
@@ -238,7 +241,7 @@ class ProbeResponder:
             return "stale"
         # Real time, like the kernel's stamp (``wall_ns`` may be a test's fake clock).
         held_ns = max(0, time.time_ns() - arrived_ns)
-        reply = pack(Probe("reply", self.node, probe.seq, 0, held_ns, self.flooded), self.key)
+        reply = pack(Probe("reply", self.node, probe.seq, 0, held_ns, self.flooded, self.rdma_down), self.key)
         if len(reply) > len(data) or self.sock is None:  # never: the format is fixed; kept as the rule
             return "garbled"
         try:

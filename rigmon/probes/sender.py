@@ -84,6 +84,8 @@ class _Sent:
     rtt_us: float | None = None
     #: Its reply said the peer's responder is flooded.
     flooded: bool = False
+    #: Its reply said the peer has an RDMA port down (carrying one of its probed paths).
+    rdma_down: bool = False
 
 
 @dataclass(slots=True)
@@ -123,6 +125,8 @@ class PathWindow:
     has been silent, whatever the rest of the window says."""
     peer_flooded: bool = False
     """A reply in the window said the peer's responder is flooded: its losses may be the flood's."""
+    peer_rdma_down: bool = False
+    """A reply in the window said the peer has an RDMA port down that carries one of its probed paths."""
 
 
 def _unanswered_run(due: list[_Sent]) -> int:
@@ -259,7 +263,7 @@ class ProbeSender:
                 error = path.error if path.error_at_s >= now - self.window_s else None
                 out.append(PathWindow(path.target, window_stats(len(due), rtts), path.sent_total,
                                       path.received_total, age, error, _unanswered_run(due),
-                                      any(s.flooded for s in due)))
+                                      any(s.flooded for s in due), any(s.rdma_down for s in due)))
         return out
 
     @property
@@ -370,10 +374,10 @@ class ProbeSender:
                 self._fail(path, f"replies come from node {reply.sender!r}, not {path.target.peer!r}: "
                                  "a [[peers]] name must be the peer's [agent] node name")
                 continue
-            self._answered(path, reply.seq, end_ns, kernel_ns, reply.held_ns, reply.flooded)
+            self._answered(path, reply.seq, end_ns, kernel_ns, reply.held_ns, reply.flooded, reply.rdma_down)
 
     def _answered(self, path: _Path, seq: int, end_ns: int, kernel_ns: int | None = None,
-                  held_ns: int | None = None, flooded: bool = False) -> None:
+                  held_ns: int | None = None, flooded: bool = False, rdma_down: bool = False) -> None:
         with self._lock:
             sent = path.by_seq.get(seq)
             if sent is None or sent.rtt_us is not None:
@@ -391,6 +395,7 @@ class ProbeSender:
                 rtt_ns -= held_ns
             sent.rtt_us = rtt_ns / 1000.0
             sent.flooded = flooded
+            sent.rdma_down = rdma_down
             path.error = None
             path.received_total += 1
             path.last_reply_s = time.monotonic()

@@ -6,7 +6,8 @@ Layout (big-endian, always `SIZE` bytes)::
     4   1  version (1)
     5   1  kind (1 request, 2 reply)
     6   1  length of the sender's node name in bytes (1..64)
-    7   1  flags (replies only): bit 0 `FLAG_HELD`, bit 1 `FLAG_FLOODED`; other bits 0 and ignored
+    7   1  flags (replies only): bit 0 `FLAG_HELD`, bit 1 `FLAG_FLOODED`, bit 2 `FLAG_RDMA_DOWN`; other bits 0
+           and ignored
     8  64  sender's node name, UTF-8, zero padded
    72   8  sequence number (per sending path)
    80   8  request: send time, Unix nanoseconds of the prober's wall clock; reply: that time
@@ -22,6 +23,9 @@ reads a request is the peer's scheduling, not the network's. Byte 7 was reserved
 responder's reply has no flag, so its round trip counts whole. The version stays 1.
 `FLAG_FLOODED` came the same way: the responder says it is refusing or dropping datagrams beyond its
 budget (its port is flooded), so the prober's losses on the path may be the flood's, not the network's.
+`FLAG_RDMA_DOWN` too: an RDMA port carrying one of the responder's probed paths is down (or was within its
+probe window), so the prober's RDMA paths to it that went silent are that port's, whose own alarm is on the
+responder's node; the reply says it on the paths that still answer (the management network's).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ KIND_REPLY = 2
 FLAG_HELD = 0x01
 #: Flag of a reply whose responder is flooded now: it refuses or drops datagrams beyond its budget.
 FLAG_FLOODED = 0x02
+#: Flag of a reply whose responder has an RDMA port down that carries one of its probed paths.
+FLAG_RDMA_DOWN = 0x04
 #: Label the probe key is derived under, so the key is never the token itself.
 KEY_LABEL = b"rigmon latency probe key v1"
 
@@ -75,6 +81,8 @@ class Probe:
             receive time to the reply's send; ``None`` when the reply does not say (an older
             responder, or a request).
         flooded: replies only: the responder said its probe port is flooded (`FLAG_FLOODED`).
+        rdma_down: replies only: the responder said an RDMA port carrying one of its paths is down
+            (`FLAG_RDMA_DOWN`).
     """
 
     kind: ProbeKind
@@ -83,6 +91,7 @@ class Probe:
     sent_at_ns: int
     held_ns: int | None = None
     flooded: bool = False
+    rdma_down: bool = False
 
 
 def derive_key(secret: str | bytes) -> bytes:
@@ -107,7 +116,7 @@ def pack(probe: Probe, key: bytes) -> bytes:
 
     Raises:
         ValueError: the sender's name is empty or longer than `NAME_BYTES` in UTF-8, or a
-            request carries ``held_ns`` or ``flooded``.
+            request carries ``held_ns``, ``flooded`` or ``rdma_down``.
     """
     name = probe.sender.encode()
     if not 0 < len(name) <= NAME_BYTES:
@@ -121,6 +130,10 @@ def pack(probe: Probe, key: bytes) -> bytes:
         if probe.kind != "reply":
             raise ValueError("only a reply says its responder is flooded")
         flags |= FLAG_FLOODED
+    if probe.rdma_down:
+        if probe.kind != "reply":
+            raise ValueError("only a reply says its responder has an RDMA port down")
+        flags |= FLAG_RDMA_DOWN
     head = _HEAD.pack(MAGIC, VERSION, _CODES[probe.kind], len(name), flags, name,
                       probe.seq & 0xFFFF_FFFF_FFFF_FFFF, time_field & 0xFFFF_FFFF_FFFF_FFFF)
     return head + _mac(key, head)
@@ -160,6 +173,7 @@ def parse(data: bytes, key: bytes) -> Probe:
     if _KINDS[kind] != "reply":
         return Probe(_KINDS[kind], sender, seq, time_field)
     flooded = bool(flags & FLAG_FLOODED)
+    rdma_down = bool(flags & FLAG_RDMA_DOWN)
     if flags & FLAG_HELD:
-        return Probe("reply", sender, seq, 0, time_field, flooded)
-    return Probe("reply", sender, seq, time_field, None, flooded)
+        return Probe("reply", sender, seq, 0, time_field, flooded, rdma_down)
+    return Probe("reply", sender, seq, time_field, None, flooded, rdma_down)

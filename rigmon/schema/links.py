@@ -155,6 +155,13 @@ class InfinibandPortReading(Record, frozen=True):
     errors_per_s: float | None = None
     unreadable_counters: tuple[str, ...] = ()
     hw_counters: tuple[RdmaHwCounterReading, ...] = ()
+    # Added for the probed paths (additive).
+    netdev: str | None | msgspec.UnsetType = msgspec.UNSET
+    """The network interface the port carries (RoCE: ``enp1s0f0np0``, a bond under RoCE LAG) or is
+    reached through (IPoIB: ``ib0``): the ``interface`` of a ``[[peers]]`` path over it, which is what
+    ties a silent path to its port being down. ``null`` when none is found. The collector always sets
+    it; a record built without it (another producer, the frame golden's) leaves the key out of the
+    JSON (``msgspec.UNSET``, which is falsy: read it as ``r.netdev or None``)."""
 
 
 PeerPathState = Literal["ok", "degraded", "silent", "unknown"]
@@ -223,6 +230,15 @@ class PeerPathReading(Record, frozen=True):
     window: the two nodes' probe keys differ. The peer refuses this node's probes alike (it never answers
     a bad MAC), so a silent path is the keys, not the network (``peer_path_key_mismatch``, not
     ``peer_path_silent``). Known only when the peer probes this node too."""
+    # Added so that one RDMA port down is one alarm (additive).
+    rdma_port_down: bool = False
+    """The path's ``interface`` is an RDMA port's network interface (RoCE, IPoIB) and that port is not active,
+    or was not within the last probe window: the path is silent with its port, whose ``rdma_port_down`` says
+    so (``peer_path_silent`` holds back)."""
+    peer_rdma_port_down: bool = False
+    """The path's ``interface`` is an RDMA port's network interface (an RDMA path) and a reply from the peer in
+    this window, on any path, said one of the peer's RDMA ports carrying its probed paths is down: this node's
+    RDMA paths to it are silent with that port, whose alarm is on the peer (``peer_path_silent`` holds back)."""
 
 
 class ProbeResponderReading(Record, frozen=True):

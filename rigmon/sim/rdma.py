@@ -29,6 +29,9 @@ class SimRdmaPort:
     ``error_rate_per_s`` adds symbol errors while the port is active (a marginal cable).
     ``netdev`` is a RoCE port's Ethernet interface: on mlx5 the port and its netdev are one
     link, so the netdev loses its carrier while the port is down and reports the port's rate.
+    The tree names it as the kernel does: the port's default GID's netdev (``gid_attrs/ndevs/0``,
+    RoCE only) and an entry of the PCI function's ``device/net/`` with ``dev_port`` = port - 1
+    (how an InfiniBand port's IPoIB ``ib0`` is found).
     """
 
     device: str
@@ -112,6 +115,10 @@ class SimRdma:
             tree.write(f"{base}/state", "4: ACTIVE\n" if p.active else "1: DOWN\n")
             tree.write(f"{base}/phys_state", "5: LinkUp\n" if p.active else f"{p.down_phys_state()}\n")
             tree.write(f"{base}/rate", f"{p.rate_text()}\n")
+            if p.netdev is not None:
+                if p.link_layer == "Ethernet":
+                    tree.write(f"{base}/gid_attrs/ndevs/0", f"{p.netdev.name}\n")
+                tree.write(f"{dev}/device/net/{p.netdev.name}/dev_port", f"{p.port - 1}\n")
             c = dict(p.counters)
             write_t_s = self._node.write_t_s if self._node is not None else 0.0
             flowing = self._flowing.at(f"{p.device}/{p.port}", [c.get(n, 0.0) for n in FLOWING], write_t_s)

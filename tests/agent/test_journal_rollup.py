@@ -250,6 +250,8 @@ def _records(tp: Any, depth: int = 0) -> Any:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp is type(None):
         return st.none()
+    if tp is msgspec.UnsetType:
+        return st.just(msgspec.UNSET)
     if tp is bool:
         return st.booleans()
     if tp is int:

@@ -112,6 +112,7 @@ def test_disk_operations_per_second_come_from_the_counters() -> None:
     ("rigmon_disk_write_iops", "rate(rigmon_disk_writes_total[1m])", 0.0),
     ("rigmon_network_mtu", "rigmon_network_mtu_bytes", 9000.0),
     ("rigmon_psu_path_trend_seconds", "rigmon_psu_path_trend_span_seconds", 3 * 86400.0),
+    ("rigmon_thunderbolt_domain", "the domain label of rigmon_thunderbolt_info", 0.0),
 ])
 def test_old_names_stay_for_one_release_as_deprecated_duplicates(old: str, new: str, value: float) -> None:
     text = exposition()
@@ -209,7 +210,7 @@ def test_a_routers_vendor_and_model_are_an_info_series_beside_its_identity() -> 
     # RigmonThunderboltLinkDegraded names the enclosure by it: "link 0-1 (OWC Express 4M2)".
     text = exposition()
     [line] = [line for line in text.splitlines() if line.startswith("rigmon_thunderbolt_info{")]
-    assert line == ('rigmon_thunderbolt_info{device="0-1",kind="device",model="Express 4M2",node="node01",'
+    assert line == ('rigmon_thunderbolt_info{device="0-1",domain="0",kind="device",model="Express 4M2",node="node01",'
                     'nvm_version="55.0",vendor="OWC"} 1.0')
     # Its HELP says which schema field each label holds (the model is the router's device_name).
     assert "device_name as model" in help_of(text, "rigmon_thunderbolt_info")
@@ -285,3 +286,24 @@ def test_an_amd_gpus_series_keep_their_identity_when_its_card_number_changes_at_
     assert all(dict(labels) == {"node": frame.node, "pci_bus_id": amd.pci_bus_id} for _, labels in before)
     assert info_before == [{"node": frame.node, "pci_bus_id": amd.pci_bus_id, "card": "card0"}]
     assert info_after == [{"node": frame.node, "pci_bus_id": amd.pci_bus_id, "card": "card1"}]
+
+
+def test_ids_are_labels_of_the_info_series_not_gauges() -> None:
+    """A Thunderbolt router's domain and an md member's slot and superblock number name things: a gauge of
+    them summed or averaged means nothing. They are labels of the item's info series; the old gauges stay
+    one release, deprecated."""
+    text = exposition()
+    assert 'domain="0"' in next(line for line in text.splitlines() if line.startswith("rigmon_thunderbolt_info{"))
+    frame = load_frames("raid1-member-failed-recovering")[20]
+    array = frame.readings.raid[0]
+    members = tuple(msgspec.structs.replace(m, device=k) for k, m in enumerate(array.members))
+    frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(
+        frame.readings, raid=(msgspec.structs.replace(array, members=members),)))
+    collector = FrameCollector(lambda: frame)
+    text = generate_latest(make_registry(collector)).decode()
+    info = {(m["member"], m["slot"], m["number"]) for m in
+            (dict(re.findall(r'(\w+)="([^"]*)"', line)) for line in text.splitlines()
+             if line.startswith("rigmon_md_member_info{"))}
+    assert info == {(m.name, "" if m.slot is None else str(m.slot), str(k)) for k, m in enumerate(members)}
+    assert help_of(text, "rigmon_md_member_slot").startswith(
+        "DEPRECATED (removed in the next release): use the slot label of rigmon_md_member_info")

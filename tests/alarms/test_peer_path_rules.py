@@ -11,7 +11,8 @@ def path(state: str = "ok", **kw: Any) -> dict[str, Any]:
     base = {"name": "node02/tbnet", "peer": "node02", "path": "tbnet", "address": "10.0.0.2", "transport": "udp", "state": state,
             "window_s": 10.0, "sent": 100, "received": 100, "loss_pct": 0.0, "rtt_p50_us": 40.0,
             "rtt_p99_us": 90.0, "p99_limit_us": 1000.0, "loss_limit_pct": 2.0, "p99_over_limit": False,
-            "loss_over_limit": False, "key_mismatch": False, "peer_flooded": False}
+            "loss_over_limit": False, "key_mismatch": False, "peer_flooded": False, "rdma_port_down": False,
+            "peer_rdma_port_down": False}
     return {**base, **kw}
 
 
@@ -98,3 +99,27 @@ def test_a_flooded_probe_port_warns_on_the_flooded_node() -> None:
                                                        enumerate([False, True, True])])
     assert seen == [(5.0, "firing", "probe_responder")]
     assert "flooded" in engine.active()[0].message
+
+
+def test_a_path_silent_with_its_rdma_port_down_is_that_ports_alarm_only() -> None:
+    """tp-cluster: node01's RoCE port goes down and its roce paths go silent with it. The port's
+    rdma_port_down is the one alarm; a roce path still silent once its port is back for a window (the
+    collector's rdma_port_down is false again) fires, and so does a silent path on another interface."""
+    port = {"name": "mlx5_0/1", "device": "mlx5_0", "port": 1, "link_state": "down", "rate_gbps": 100.0}
+    roce = path("silent", name="node02/roce", path="roce", received=0, loss_pct=100.0, interface="enp1s0f0np0",
+                rdma_port_down=True)
+    mgmt = path("silent", name="node02/mgmt", path="mgmt", received=0, loss_pct=100.0, interface="eth0")
+    frames = [{"infiniband": [port], "peer_paths": [roce, mgmt]}] * 3 + [
+        {"infiniband": [{**port, "link_state": "ok"}], "peer_paths": [{**roce, "rdma_port_down": False}]}]
+    _, seen = run(default("peer_path_silent", "rdma_port_down"), [Step(5.0 * i, f) for i, f in enumerate(frames)])
+    assert sorted(seen) == [(0.0, "firing", "peer:node02/mgmt"), (0.0, "firing", "rdma:mlx5_0/1"),
+                            (15.0, "firing", "peer:node02/roce")]
+
+
+def test_an_rdma_path_silent_while_the_peer_says_its_rdma_port_is_down_raises_nothing_here() -> None:
+    """node02's roce path to node01 is silent while node01's replies on mgmt say its RDMA port is down: node01's
+    rdma_port_down is the alarm; once the window holds no such reply and the path is still silent, it fires."""
+    roce = path("silent", name="node01/roce", peer="node01", path="roce", received=0, loss_pct=100.0,
+                interface="enp1s0f0np0", peer_rdma_port_down=True)
+    _, seen = run(default("peer_path_silent"), steps(roce, roce, {**roce, "peer_rdma_port_down": False}))
+    assert seen == [(10.0, "firing", "peer:node01/roce")]

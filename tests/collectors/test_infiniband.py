@@ -17,6 +17,9 @@ from rigmon.collectors.infiniband import (
     parse_rate,
     parse_state,
 )
+from rigmon.collectors.infiniband_netdev import (
+    pick_netdev,
+)
 from rigmon.hw.root import HostRoot
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, InfinibandPortReading
 from tests.alarms.helpers import FakeClock
@@ -424,3 +427,69 @@ def test_an_error_counter_stopped_at_its_maximum_is_said_once_per_saturation(tmp
     clock.t += 1.0
     _, events = collect(collector)
     assert [e for e in events if e.kind == "rdma_counter_saturated"] == []
+
+
+@pytest.mark.parametrize(("dev_ports", "port", "want"), [
+    ({"ib0": 0, "ib1": 1}, 2, "ib1"),
+    ({"ib0": 0, "ib0.8001": 0}, 1, "ib0"),
+    ({"enp1s0f0np0": None}, 1, "enp1s0f0np0"),
+    ({"eth0": None, "eth1": None}, 1, None),
+    ({"ib1": 1}, 1, None),
+    ({}, 1, None),
+])
+def test_pick_netdev(dev_ports: dict[str, int | None], port: int, want: str | None) -> None:
+    assert pick_netdev(port, dev_ports) == want
+
+
+def test_a_roce_ports_interface_is_its_default_gids_and_stays_while_the_gid_table_refills(tmp_path: Path) -> None:
+    """RoCE: ``gid_attrs/ndevs/0`` names the port's netdev; while it cannot be read (the GID table is
+    refilled after a reset: EINVAL) the port keeps the interface its facts named before."""
+    write_port(tmp_path)
+    ndev = tmp_path / PORT / "gid_attrs" / "ndevs" / "0"
+    ndev.parent.mkdir(parents=True)
+    ndev.write_text("enp1s0f0np0\n")
+    collector = InfinibandCollector(HostRoot(tmp_path), FakeClock())
+    (r,), _ = collect(collector)
+    assert r.netdev == "enp1s0f0np0"
+    ndev.unlink()
+    collector._files.invalidate()
+    (r,), _ = collect(collector)
+    assert r.netdev == "enp1s0f0np0"
+
+
+def test_an_ib_ports_interface_is_its_ipoib_netdev_by_dev_port(tmp_path: Path) -> None:
+    """InfiniBand: no GID has a netdev; IPoIB's ``ib0``/``ib1`` are the PCI function's netdevs, told apart
+    by ``dev_port`` (port - 1); none is None, never an error."""
+    write_port(tmp_path)
+    (r,), _ = collect(InfinibandCollector(HostRoot(tmp_path), FakeClock()))
+    assert r.netdev is None
+    for name, dev_port in (("ib0", 0), ("ib1", 1), ("ib0.8001", 0)):
+        (tmp_path / "sys/class/infiniband/mlx5_0/device/net" / name).mkdir(parents=True)
+        (tmp_path / "sys/class/infiniband/mlx5_0/device/net" / name / "dev_port").write_text(f"{dev_port}\n")
+    (r,), _ = collect(InfinibandCollector(HostRoot(tmp_path), FakeClock()))
+    assert r.netdev == "ib0"
+
+
+def test_the_ports_interface_is_a_label_of_its_info_series(tmp_path: Path) -> None:
+    write_port(tmp_path)
+    (tmp_path / PORT / "gid_attrs" / "ndevs").mkdir(parents=True)
+    (tmp_path / PORT / "gid_attrs" / "ndevs" / "0").write_text("enp1s0f0np0\n")
+    (tmp_path / "sys/class/infiniband/mlx5_0/fw_ver").write_text("16.35.2000\n")
+    records = InfinibandCollector(HostRoot(tmp_path), FakeClock()).collect()
+    frame = Frame(schema=SCHEMA_VERSION, node="n1", run_id="r", seq=1, taken_at=1.0, agent_start=0.0,
+                  collectors={"infiniband": CollectorStatus(state="ok", ok=True)}, readings=readings_from(records))
+    info = [s.labels for m in frame_metrics(frame, Counter()) for s in m.samples if s.name == "rigmon_infiniband_info"]
+    assert info == [{"node": "n1", "device": "mlx5_0", "port": "1", "link_layer": "InfiniBand",
+                     "interface": "enp1s0f0np0", "hca_type": "", "board_id": "", "firmware": "16.35.2000"}]
+
+
+def test_a_saturated_counter_has_its_series(tmp_path: Path) -> None:
+    """``rdma_counter_saturated`` mirrored: 1 per port and counter standing at its maximum, 0 for one read
+    below it, no series for a counter not read (here port_rcv_errors, whose file is absent)."""
+    write_port(tmp_path, symbol_error=0xFFFF, link_downed=3)
+    records = InfinibandCollector(HostRoot(tmp_path), FakeClock()).collect()
+    frame = Frame(schema=SCHEMA_VERSION, node="n1", run_id="r", seq=1, taken_at=1.0, agent_start=0.0,
+                  collectors={"infiniband": CollectorStatus(state="ok", ok=True)}, readings=readings_from(records))
+    got = {s.labels["counter"]: s.value for m in frame_metrics(frame, Counter()) for s in m.samples
+           if s.name == "rigmon_infiniband_saturated"}
+    assert got == {"symbol_error": 1.0, "link_downed": 0.0}

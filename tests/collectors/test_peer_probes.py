@@ -27,6 +27,7 @@ from rigmon.probes.stats import window_stats
 from rigmon.probes.wire import derive_key
 from rigmon.schema import PeerPathReading, ProbeResponderReading
 from rigmon.sim import write_tree
+from rigmon.sim.wire import free_udp_port
 from rigmon.typed import from_data
 
 TARGET = PathTarget("node02", "roce", "10.0.0.2", 9872)
@@ -112,10 +113,12 @@ def test_peer_reachable_tells_a_path_lockup_from_a_node_down() -> None:
 
 
 def _config(tmp_path: Path, port: int = 9872, **probes: object) -> AgentConfig:
+    # node02 on this machine's loopback at another port: at this node's own port it would be this node.
     return from_data(AgentConfig, {
         "agent": {"node": "node01", "root": str(tmp_path)},
         "probes": {"bind": "127.0.0.1", "port": port, **probes},
-        "peers": [{"name": "node02", "paths": [{"name": "tbnet", "address": "127.0.0.1", "interface": "thunderbolt0"}]}],
+        "peers": [{"name": "node02", "paths": [{"name": "tbnet", "address": "127.0.0.1", "port": port + 1,
+                                                "interface": "thunderbolt0"}]}],
     }, strict=True)
 
 
@@ -298,3 +301,67 @@ async def test_a_sender_thread_that_died_is_a_collector_error_and_is_started_aga
     finally:
         collector.close()
         peer.close()
+
+
+def test_a_path_over_an_rdma_port_that_is_down_says_so(tmp_path: Path) -> None:
+    """node01's roce path goes out of enp1s0f0np0, mlx5_0/1's RoCE netdev: while the port is down, and for a
+    probe window after it is back (the path answers again only then), the path's silence is the port's
+    (rdma_port_down); its mgmt path over eth0, no RDMA port's, never is."""
+    import time
+
+    port = "sys/class/infiniband/mlx5_0/ports/1"
+    write_tree(tmp_path, {f"{port}/state": "1: DOWN\n", f"{port}/gid_attrs/ndevs/0": "enp1s0f0np0\n"})
+    own = free_udp_port()
+    config = from_data(AgentConfig, {
+        "agent": {"node": "node01", "root": str(tmp_path)},
+        "probes": {"bind": "127.0.0.1", "port": own, "window_s": 1},
+        "peers": [{"name": "node02", "paths": [
+            {"name": "roce", "address": "127.0.0.1", "port": own + 1, "interface": "enp1s0f0np0"},
+            {"name": "mgmt", "address": "127.0.0.1", "port": own + 1, "interface": "eth0"}]}],
+    }, strict=True)
+    collector = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, derive_key("tok"))
+    collector.start(lambda records: None)
+
+    def down() -> dict[str, bool]:
+        return {r.path: r.rdma_port_down for r in collector.collect() if isinstance(r, PeerPathReading)}
+
+    try:
+        assert down() == {"roce": True, "mgmt": False}
+        (tmp_path / port / "state").write_text("4: ACTIVE\n")
+        assert down() == {"roce": True, "mgmt": False}  # back, within a window of its last down read
+        time.sleep(1.1)
+        assert down() == {"roce": False, "mgmt": False}
+    finally:
+        collector.close()
+
+
+async def test_the_peers_rdma_paths_to_a_node_whose_port_is_down_hear_it_on_its_other_paths(tmp_path: Path) -> None:
+    """node01's RoCE port is down: node02's roce path to it is silent. node01's replies on the management path say
+    it has an RDMA port down (FLAG_RDMA_DOWN), so node02's roce path, over an RDMA port of its own, says
+    peer_rdma_port_down (node01's rdma_port_down is the alarm); its mgmt path, not an RDMA one, does not."""
+    ports = {"node01": free_udp_port(), "node02": free_udp_port()}
+    nowhere = free_udp_port()
+    collectors: dict[str, PeerProbeCollector] = {}
+    for name, other, state in (("node01", "node02", "1: DOWN"), ("node02", "node01", "4: ACTIVE")):
+        root = tmp_path / name
+        base = "sys/class/infiniband/mlx5_0/ports/1"
+        write_tree(root, {f"{base}/state": f"{state}\n", f"{base}/gid_attrs/ndevs/0": "enp1s0f0np0\n"})
+        config = from_data(AgentConfig, {
+            "agent": {"node": name, "root": str(root)},
+            "probes": {"bind": "127.0.0.1", "port": ports[name], "rate_hz": 50, "window_s": 1},
+            "peers": [{"name": other, "paths": [
+                {"name": "mgmt", "address": "127.0.0.1", "port": ports[other], "interface": "eth0"},
+                {"name": "roce", "address": "127.0.0.1", "port": nowhere, "interface": "enp1s0f0np0"}]}],
+        }, strict=True)
+        collectors[name] = PeerProbeCollector(HostRoot(str(root)), SystemClock(), config, derive_key("tok"))
+    for collector in collectors.values():
+        collector.start(lambda records: None)
+    try:
+        await asyncio.to_thread(collectors["node01"].collect)  # node01 reads its port down: its replies say so
+        await asyncio.sleep(1.3)
+        got = {r.path: r for r in await asyncio.to_thread(collectors["node02"].collect) if isinstance(r, PeerPathReading)}
+    finally:
+        for collector in collectors.values():
+            collector.close()
+    assert (got["roce"].state, got["roce"].peer_rdma_port_down, got["roce"].rdma_port_down) == ("silent", True, False)
+    assert (got["mgmt"].state, got["mgmt"].peer_rdma_port_down) == ("ok", False)

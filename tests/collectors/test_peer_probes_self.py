@@ -7,6 +7,7 @@ responder too, and its path read a loopback round trip as the link's.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import socket
 from pathlib import Path
@@ -19,8 +20,9 @@ from rigmon.agent.check_format import format_report
 from rigmon.clock import SystemClock
 from rigmon.collectors.base import NoData
 from rigmon.collectors.peer_probes import PeerProbeCollector
-from rigmon.config import AgentConfig
+from rigmon.config import AgentConfig, PeerPathSection, ProbesSection
 from rigmon.hw.root import HostRoot
+from rigmon.probes.own_paths import is_own_path
 from rigmon.probes.wire import derive_key
 from rigmon.schema import PeerPathReading, ProbeResponderReading
 from rigmon.sim.wire import free_udp_port
@@ -96,3 +98,72 @@ def test_check_says_this_node_is_skipped_and_stays_healthy(tmp_path: Path) -> No
     plain = _node_config(tmp_path, "node03", {"node01": 9872, "node03": 9873})
     assert run_check(plain.__class__(agent=plain.agent, peers=plain.peers[:1]), SystemClock(), {}, None, 1,
                      0.0).notes == ()
+
+
+def _path(address: str, port: int = 0, transport: str = "udp") -> PeerPathSection:
+    return from_data(PeerPathSection, {"name": "roce", "address": address, "port": port, "transport": transport})
+
+
+@pytest.mark.parametrize(("path", "bind", "own_port", "want"), [
+    (_path("10.0.0.5"), "0.0.0.0", 9872, True),           # one of this node's addresses, at its probe port
+    (_path("127.0.0.2"), "0.0.0.0", 9872, True),          # any loopback address is this node's
+    (_path("10.0.0.5", port=9900), "0.0.0.0", 9872, False),  # another port: another agent on this machine
+    (_path("127.0.0.1", port=9900), "0.0.0.0", 9872, False),  # (the simulator's nodes share its loopback)
+    (_path("10.0.0.6"), "0.0.0.0", 9872, False),          # not this node's address
+    (_path("10.0.0.5"), "10.0.0.7", 9872, False),         # the responder does not listen there
+    (_path("10.0.0.5"), "10.0.0.5", 9872, True),
+    (_path("10.0.0.5", port=9999), "0.0.0.0", 0, False),  # [probes] port 0: its own port is unknown
+    (_path("10.0.0.5", transport="tcp"), "0.0.0.0", 9872, True),   # the agent's own HTTP port (listen)
+    (_path("10.0.0.5", port=9000, transport="tcp"), "0.0.0.0", 9872, False),
+    (_path("fe80::5%thunderbolt0"), "::", 9872, True),
+])
+def test_is_own_path(path: PeerPathSection, bind: str, own_port: int, want: bool) -> None:
+    probes = from_data(ProbesSection, {"bind": bind, "port": own_port})
+    own = {ipaddress.ip_address("10.0.0.5"), ipaddress.ip_address("fe80::5")}
+    assert is_own_path(path, probes, 9871, own) is want
+
+
+def test_an_entry_under_another_name_at_this_nodes_address_is_skipped(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """node02 is also known as ``gpu-b`` (an old name in the lab's peers file): its entry's address is node02's
+    own, at its own probe port: skipped and said as the entry named node02 is, not probed (~0 us off itself)."""
+    config = from_data(AgentConfig, {
+        "agent": {"node": "node02", "root": str(tmp_path)},
+        "probes": {"port": 9872},
+        "peers": [{"name": "node01", "paths": [{"name": "roce", "address": "10.0.0.1"}]},
+                  {"name": "gpu-b", "paths": [{"name": "roce", "address": "10.0.0.2"}]}],
+    }, strict=True)
+    caplog.set_level(logging.INFO, logger="rigmon.collectors.peer_probes")
+    collector = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, derive_key("tok"),
+                                   {ipaddress.ip_address("10.0.0.2")})
+    try:
+        assert [t.name for t in collector._targets] == ["node01/roce"]
+    finally:
+        collector.close()
+    note = ("[[peers]] lists this node (node02) as gpu-b (path roce: 10.0.0.2 is this node's address): skipped, "
+            "not probed (the same peers file serves every node of the lab)")
+    assert collector.own_address_notes == (note,)
+    assert [r.getMessage() for r in caplog.records if "lists this node" in r.getMessage()] == [note]
+    # Without that address among the node's own, the entry is another node's and probed.
+    other = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, derive_key("tok"), ())
+    try:
+        assert [t.name for t in other._targets] == ["node01/roce", "gpu-b/roce"]
+    finally:
+        other.close()
+
+
+def test_check_says_an_entry_at_this_nodes_address_is_skipped(tmp_path: Path) -> None:
+    own = free_udp_port()
+    config = from_data(AgentConfig, {
+        "agent": {"node": "node02", "root": str(tmp_path)},
+        "probes": {"bind": "127.0.0.1", "port": own},
+        "peers": [{"name": "gpu-b", "paths": [{"name": "mgmt", "address": "127.0.0.1"}]}],
+    }, strict=True)
+    # Loopback is this node's whatever its interfaces' addresses: none are given.
+    collector = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, derive_key("tok"), ())
+    try:
+        report = run_check(config, SystemClock(), {"peer_probes": collector}, None, 1, 0.0)
+    finally:
+        collector.close()
+    assert report.notes == (("[[peers]] lists this node (node02) as gpu-b (path mgmt: 127.0.0.1 is this node's "
+                            "address): skipped, not probed (the same peers file serves every node of the lab)"),)

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from rigmon.probes.wire import FLAG_HELD, SIZE, Probe, ProbeRefused, _mac, derive_key, pack, parse
+from rigmon.probes.wire import (
+    FLAG_HELD,
+    FLAG_RDMA_DOWN,
+    SIZE,
+    Probe,
+    ProbeRefused,
+    _mac,
+    derive_key,
+    pack,
+    parse,
+)
 
 KEY = derive_key("the-read-token")
 
@@ -71,3 +81,15 @@ def test_a_reply_without_the_flag_is_an_older_responders_echo_and_says_nothing_o
     head[7] = FLAG_HELD
     request = parse(bytes(head) + _mac(KEY, bytes(head)), KEY)
     assert (request.kind, request.sent_at_ns, request.held_ns) == ("request", 5, None)
+
+
+def test_a_reply_says_its_responder_has_an_rdma_port_down() -> None:
+    """Bit 2 of the flags (byte 7): beside the hold time and the flood, whatever else the reply says."""
+    key = derive_key("tok")
+    reply = parse(pack(Probe("reply", "node01", 9, 0, 1500, True, True), key), key)
+    assert (reply.held_ns, reply.flooded, reply.rdma_down) == (1500, True, True)
+    data = pack(Probe("reply", "node01", 9, 0, 1500, rdma_down=True), key)
+    assert data[7] == FLAG_HELD | FLAG_RDMA_DOWN
+    assert parse(pack(Probe("reply", "node01", 9, 0, 1500), key), key).rdma_down is False
+    with pytest.raises(ValueError, match="only a reply"):
+        pack(Probe("request", "node01", 9, 5, rdma_down=True), key)

@@ -83,8 +83,7 @@ MIRRORS: dict[str, str | None] = {
     "thunderbolt_degraded": "RigmonThunderboltLinkDegraded",
     "rdma_port_down": "RigmonRdmaPortDown",
     "rdma_port_flapped": "RigmonRdmaPortFlapped",
-    # Not mirrored: /metrics has no series that says a counter stopped (the agent's metrics gain it first).
-    "rdma_counter_saturated": None,
+    "rdma_counter_saturated": "RigmonRdmaCounterSaturated",
     "rdma_port_below_rate": "RigmonRdmaPortBelowRate",
     "rdma_port_errors_rising": "RigmonRdmaErrorsRising",
     "nvme_link_below_max": "RigmonNvmeLinkBelowMax",

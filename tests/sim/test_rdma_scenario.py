@@ -13,13 +13,19 @@ from rigmon.collectors.base import EventDraft
 from rigmon.collectors.host import HostCollector
 from rigmon.collectors.infiniband import InfinibandCollector
 from rigmon.hw.root import HostRoot
-from rigmon.sim.rig import SimRig, get_scenario
 from rigmon.schema import InfinibandPortReading, NetInterfaceReading
 from rigmon.sim.node import SimNode
 from rigmon.sim.rdma import PACKET_BYTES, TRAFFIC_SHARE
-from rigmon.sim.scenarios.rdma_port_flap import (DOWN_FROM_S, DOWN_UNTIL_S, FLAPPING_NODE, PERIOD_S, SLOW_UNTIL_S,
-                                                 build_strix_roce_node)
-from rigmon.sim.scenarios.tp_cluster import TBNET_PAIR, TBNET_SILENT_FROM_S
+from rigmon.sim.rig import SimRig, get_scenario
+from rigmon.sim.scenarios.rdma_port_flap import (
+    DOWN_FROM_S,
+    DOWN_UNTIL_S,
+    FLAPPING_NODE,
+    PERIOD_S,
+    SLOW_UNTIL_S,
+    build_strix_roce_node,
+)
+from rigmon.sim.scenarios.tp_cluster import FLAP_DOWN_S, TBNET_PAIR, TBNET_SILENT_FROM_S
 from tests.alarms.helpers import T0, FakeClock, sim_frames
 
 
@@ -177,3 +183,24 @@ def test_tp_clusters_thunderbolt_net_pair_stops_moving_packets_when_its_path_goe
             after = by_key[f"{name}@{TBNET_SILENT_FROM_S + after_s}"]
             assert after.operstate == "up" and after.rx_packets_per_s == 0 and after.tx_packets_per_s == 0
         assert by_key[f"{name}@{TBNET_SILENT_FROM_S + 7}"].stalled
+
+
+def test_the_port_names_the_interface_the_probed_paths_use(tmp_path: Path) -> None:
+    """tp-cluster: the collector finds each node's RoCE port's netdev in the simulated tree, the interface its
+    ``roce`` paths are configured on, also while the port is down (what ties a silent path to the port)."""
+    scenario = get_scenario("tp-cluster")
+    rig = SimRig(scenario, 2, tmp_path)
+    try:
+        clock = FakeClock(T0)
+        collectors = [InfinibandCollector(HostRoot(node.tree.root), clock) for node in rig.nodes]
+        netdevs: list[tuple[str, str | None]] = []
+        for t in (FLAP_DOWN_S - 5.0, FLAP_DOWN_S + 5.0):
+            clock.t = T0 + t
+            rig.step(t)
+            for collector in collectors:
+                (port,) = [r for r in collector.collect() if isinstance(r, InfinibandPortReading)]
+                netdevs.append((port.link_state, port.netdev))
+    finally:
+        rig.close()
+    (roce,) = {p.interface for p in scenario.wire_paths(2) if p.path == "roce"}
+    assert netdevs == [("ok", roce), ("ok", roce), ("down", roce), ("ok", roce)]

@@ -73,7 +73,9 @@ def _annotation_kind(tp: Any) -> str | None:
     kinds = set()
     for option in options:
         origin = typing.get_origin(option)
-        if option is type(None):
+        # msgspec.UNSET (a field added later, left out of the JSON of a record built without it) holds no
+        # series, as None does not.
+        if option is type(None) or option is msgspec.UnsetType:
             continue
         if option is str or option is bool:
             kinds.add("text")
