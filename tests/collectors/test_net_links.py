@@ -133,5 +133,5 @@ def test_an_interface_created_again_between_two_reads_is_a_flap(tmp_path: Path) 
     nic, events = _read(collector)
     assert nic.link_lost is False
     assert [(e.kind, e.message) for e in events] == [
-        ("net_link_flapped", "link enp2s0 went away and came back between two reads (a new interface: its counters "
-                             "started again)")]
+        ("net_link_flapped", ("link enp2s0 went away and came back between two reads (a new interface: its "
+                              "counters started again)"))]
