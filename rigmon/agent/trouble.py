@@ -9,7 +9,8 @@ from rigmon.schema import Event
 #: Event kinds that are hardware trouble a training process may die of.
 #: (Not PCIe AER: a loosely seated GPU logs corrected errors every few seconds; they are noise here.)
 TROUBLE_KINDS = frozenset({"gpu_lost", "xid", "gpu_off_bus", "unclean_shutdown", "tb_link_degraded",
-                           "tb_link_changed", "tb_device_removed", "nvme_link_lost", "nvme_removed"})
+                           "tb_link_changed", "tb_device_removed", "nvme_link_lost", "nvme_removed",
+                           "net_link_down", "net_link_flapped", "net_link_removed"})
 #: Kinds the note is added to: a process's exit, and a process the agent cannot see leaving its GPU
 #: (its exit, if it exited, is not visible).
 NOTED_KINDS = frozenset({"gpu_process_exited", "gpu_process_left"})

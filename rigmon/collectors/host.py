@@ -321,7 +321,7 @@ class HostCollector(PolledCollector):
             carrier_changes = parse_int(read(facts.carrier_changes_path))
             has_carrier = None if carrier is None else carrier == 1
             lost, link_events = judge(facts.name, facts.kind, facts.rdma, has_carrier, operstate, carrier_changes,
-                                      speed_mbps)
+                                      speed_mbps, c.rx_bytes)
             out.extend(link_events)
             out.append(
                 NetInterfaceReading(
@@ -356,7 +356,7 @@ class HostCollector(PolledCollector):
             self._rates.forget_missing({(n, k) for n in counters for k in ("rxb", "txb", "rxp", "txp")})
             for gone in set(self._last_active_s) - self._net_names:
                 del self._last_active_s[gone]
-            self._links.forget_missing({text_name(n) for n in counters})
+            out.extend(self._links.forget_missing({text_name(n) for n in counters}))
         return out
 
     def _net_skipped(self, skipped: tuple[str, ...]) -> list[NetInterfaceReading | EventDraft]:

@@ -25,10 +25,12 @@ DOWN_STATES = frozenset({"down", "lowerlayerdown", "notpresent"})
 class _Link:
     """What is kept of one interface between reads."""
 
+    kind: str | None = None
     had_carrier: bool = False
     up: bool | None = None
     changes: int | None = None
     speed_mbps: int | None = None
+    rx_bytes: int | None = None
 
 
 def link_up(carrier: bool | None, operstate: str | None) -> bool | None:
@@ -52,9 +54,13 @@ class NetLinkWatch:
 
     def __init__(self) -> None:
         self._links: dict[str, _Link] = {}
+        #: Links that had a carrier when their interface went away, with their kind: one back under the
+        #: name is the link back (a thunderbolt-net cable plugged in again, a NIC's driver reloaded).
+        self._gone: dict[str, str | None] = {}
 
     def judge(self, name: str, kind: str | None, rdma: bool, carrier: bool | None, operstate: str | None,
-              carrier_changes: int | None, speed_mbps: int | None) -> tuple[bool, list[EventDraft]]:
+              carrier_changes: int | None, speed_mbps: int | None,
+              rx_bytes: int | None = None) -> tuple[bool, list[EventDraft]]:
         """Whether ``name`` lost its link, and the events of this read (none on its first).
 
         Args:
@@ -62,20 +68,34 @@ class NetLinkWatch:
             kind: its kind (`parse_net_kind`); only `WATCHED_KINDS` are judged.
             rdma: whether an RDMA device backs it (its device has an ``infiniband`` directory).
             carrier, operstate, carrier_changes, speed_mbps: as read now.
+            rx_bytes: its received bytes counter: lower than at the last read, the interface was removed
+                and created again between the two (its counters started again), a flap all the same.
         """
         if kind not in WATCHED_KINDS or rdma:
             return False, []
         link = self._links.get(name)
         first = link is None
         if link is None:
-            link = self._links[name] = _Link()
+            link = self._links[name] = _Link(kind=kind)
         up = link_up(carrier, operstate)
         if up is None:
             up = link.up  # nothing said: as last read
         events: list[EventDraft] = []
         data = {"kind": kind, "carrier_changes_total": carrier_changes}
-        if not first and up is not None and link.up is not None:
-            subject = f"link:{name}"
+        subject = f"link:{name}"
+        if first and name in self._gone:
+            del self._gone[name]
+            link.had_carrier = True
+            if up:
+                events.append(EventDraft("net_link_up", "info", subject,
+                                         f"link {name} is back{_gbps(speed_mbps)} (a new interface)",
+                                         {**data, "speed_mbps": speed_mbps}))
+        recreated = not first and rx_bytes is not None and link.rx_bytes is not None and rx_bytes < link.rx_bytes
+        if recreated and up and link.up:
+            events.append(EventDraft("net_link_flapped", "warning", subject,
+                                     f"link {name} went away and came back between two reads (a new interface: "
+                                     "its counters started again)", {**data, "speed_mbps": speed_mbps, "downs": 1}))
+        elif not first and up is not None and link.up is not None:
             if link.up and not up:
                 events.append(EventDraft("net_link_down", "warning", subject,
                                          f"link {name} lost its carrier (it was up{_gbps(link.speed_mbps)})",
@@ -96,9 +116,20 @@ class NetLinkWatch:
             link.speed_mbps = speed_mbps
         link.up = up
         link.changes = carrier_changes
+        link.rx_bytes = rx_bytes
         return bool(link.had_carrier and up is False), events
 
-    def forget_missing(self, names: set[str] | frozenset[str]) -> None:
-        """Drop what is kept of interfaces not in ``names`` (gone: one back under the name is a new one)."""
-        for gone in self._links.keys() - names:
-            del self._links[gone]
+    def forget_missing(self, names: set[str] | frozenset[str]) -> list[EventDraft]:
+        """Drop what is kept of interfaces not in ``names``; the events of links that went away with a
+        carrier (a thunderbolt-net cable unplugged takes its interface along; a NIC off the PCIe bus)."""
+        events = []
+        for name in self._links.keys() - names:
+            link = self._links.pop(name)
+            if link.had_carrier and link.up:
+                self._gone[name] = link.kind
+                events.append(EventDraft("net_link_removed", "warning", f"link:{name}",
+                                         f"link {name} went away (its interface is gone; it was up"
+                                         f"{_gbps(link.speed_mbps)})",
+                                         {"kind": link.kind, "carrier_changes_total": link.changes,
+                                          "speed_mbps": link.speed_mbps}))
+        return events

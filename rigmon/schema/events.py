@@ -142,6 +142,7 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "net_dev_line_skipped": {"skipped": "number", "skipped_total": "number", "line": "text"},
     "net_link_down": _NET_LINK,
     "net_link_up": _NET_LINK,
+    "net_link_removed": _NET_LINK,
     "net_link_flapped": {**_NET_LINK, "downs": "int"},
     "proc_stat_garbled": {"error": "text"},
     "raid_array_added": {"level": "text", "health": "text"},

@@ -1,6 +1,8 @@
-"""Link flaps a node's window holds in its carrier counters (incident 5: "a snapshot taken between flaps looks
+"""Link flaps a node's window holds in its counters (incident 5: "a snapshot taken between flaps looks
 healthy"): a Thunderbolt/USB4 or network link that went down and up between two frames leaves no reading of it
-down and no event, only its ``carrier_changes_total`` moved on. Pure: read from the window's history."""
+down, only its ``carrier_changes_total`` moved on; one whose interface went away and came back between two frames
+(a thunderbolt-net cable unplugged takes ``thunderbolt0`` along) leaves its counters started again, its received
+bytes lower than before. Pure: read from the window's history."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from rigmon.schema import History
 #: The counter series a flap moves: the kernel's count of a network interface's carrier changes
 #: (``/sys/class/net/<if>/carrier_changes``: up and down each count one).
 CARRIER_SUFFIX = ".carrier_changes_total"
+#: The counter whose fall says the interface was created again: its received bytes.
+BYTES_SUFFIX = ".rx_bytes_total"
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,12 +27,14 @@ class LinkFlaps:
         changes: how many carrier changes the window's points add up to (a drop and a return are two).
         first_at: the first point that counted one (Unix s, the node's clock).
         last_at: the last such point.
+        recreated: how many times its interface was created again (its counters fell).
     """
 
     series: str
     changes: int
     first_at: float
     last_at: float
+    recreated: int = 0
 
     @property
     def link(self) -> str:
@@ -37,12 +43,13 @@ class LinkFlaps:
 
 
 def link_flaps(history: History) -> list[LinkFlaps]:
-    """The links whose carrier counter rose within the window, most changes first.
+    """The links whose carrier counter rose within the window, or whose interface was created again in it
+    (its received bytes fell from one point to the next), most flaps first.
 
     A point of a bucket tier counts its own rise (maximum minus minimum) and the rise from the previous
     point's maximum; a counter that falls (the interface re-created) starts again from its new value.
     """
-    out: list[LinkFlaps] = []
+    found: dict[str, LinkFlaps] = {}
     for name, s in history.series.items():
         if not name.endswith(CARRIER_SUFFIX) or len(s.at) < 2:
             continue
@@ -57,8 +64,21 @@ def link_flaps(history: History) -> list[LinkFlaps]:
                 first_at = at if first_at is None else first_at
                 last_at = at
         if changes and first_at is not None and last_at is not None:
-            out.append(LinkFlaps(name, changes, first_at, last_at))
-    return sorted(out, key=lambda f: (-f.changes, f.series))
+            found[name[: -len(CARRIER_SUFFIX)]] = LinkFlaps(name, changes, first_at, last_at)
+    for name, s in history.series.items():
+        if not name.endswith(BYTES_SUFFIX) or len(s.at) < 2:
+            continue
+        falls = [at for at, lo, before in zip(s.at[1:], s.min[1:], s.max[:-1]) if lo < before]
+        if not falls:
+            continue
+        link = name[: -len(BYTES_SUFFIX)]
+        was = found.get(link)
+        if was is None:
+            found[link] = LinkFlaps(link + CARRIER_SUFFIX, 0, falls[0], falls[-1], len(falls))
+        else:
+            found[link] = LinkFlaps(was.series, was.changes, min(was.first_at, falls[0]), max(was.last_at, falls[-1]),
+                                    len(falls))
+    return sorted(found.values(), key=lambda f: (-f.recreated - f.changes // 2, f.series))
 
 
 def _stamp(at: float) -> str:
@@ -66,10 +86,17 @@ def _stamp(at: float) -> str:
 
 
 def link_flaps_text(flaps: LinkFlaps) -> str:
-    """``net[thunderbolt0]: carrier changed 2 times (down and up once) by 2026-11-28 14:51:16 UTC``, plain text."""
+    """``net[thunderbolt0]: carrier changed 2 times (down and up once) by 2026-11-28 14:51:16 UTC``, or ``...: went
+    away and came back once (a new interface: its counters started again) by ...``, plain text."""
     when = f"by {_stamp(flaps.last_at)}" if flaps.first_at == flaps.last_at else \
         f"between {_stamp(flaps.first_at)} and {_stamp(flaps.last_at)}"
-    downs = flaps.changes // 2
-    times = "time" if flaps.changes == 1 else "times"
-    pairs = "" if not downs else " (down and up once)" if downs == 1 else f" (down and up {downs} times)"
-    return f"{flaps.link}: carrier changed {flaps.changes} {times}{pairs} {when}"
+    said = []
+    if flaps.recreated:
+        said.append("went away and came back " + ("once" if flaps.recreated == 1 else f"{flaps.recreated} times")
+                    + " (a new interface: its counters started again)")
+    if flaps.changes:
+        downs = flaps.changes // 2
+        times = "time" if flaps.changes == 1 else "times"
+        pairs = "" if not downs else " (down and up once)" if downs == 1 else f" (down and up {downs} times)"
+        said.append(f"carrier changed {flaps.changes} {times}{pairs}")
+    return f"{flaps.link}: {', '.join(said)} {when}"

@@ -16,10 +16,10 @@ NIC = "enp2s0"
 
 
 def _write(root: Path, carrier: int | None, changes: int, name: str = NIC, device: bool = True,
-           rdma: bool = False) -> None:
+           rdma: bool = False, rx_bytes: int = 1500) -> None:
     files = {
         "/proc/stat": "cpu  1 0 1 10 0 0 0 0 0 0\ncpu0 1 0 1 10 0 0 0 0 0 0\n",
-        "/proc/net/dev": HEAD + f"{name}: 1500 1 0 0 0 0 0 0 1500 1 0 0 0 0 0 0\n",
+        "/proc/net/dev": HEAD + f"{name}: {rx_bytes} 1 0 0 0 0 0 0 1500 1 0 0 0 0 0 0\n",
         f"/sys/class/net/{name}/operstate": "up\n" if carrier else "down\n",
         f"/sys/class/net/{name}/speed": "10000\n" if carrier else "-1\n",
         f"/sys/class/net/{name}/carrier_changes": f"{changes}\n",
@@ -105,3 +105,33 @@ def test_links_that_never_alarm(tmp_path: Path) -> None:
     _write(veth, 0, 2, name="veth1", device=False)
     nic, events = _read(collector)
     assert nic.kind == "virtual" and nic.link_lost is False and events == []
+
+
+def test_a_link_whose_interface_goes_away_and_comes_back_is_said_both_ways(tmp_path: Path) -> None:
+    # A thunderbolt-net cable unplugged takes thunderbolt0 along (a NIC off the PCIe bus alike): the link vanished
+    # from the frame without a word, and came back as if it had never left.
+    collector = HostCollector(HostRoot(tmp_path), Clock())
+    _write(tmp_path, 1, 1, rx_bytes=10**9)
+    _read(collector)
+    write_tree(tmp_path, {"/proc/net/dev": HEAD})
+    records = collector.collect()
+    assert [(r.kind, r.subject, r.message) for r in records if isinstance(r, EventDraft)] == [
+        ("net_link_removed", "link:enp2s0", "link enp2s0 went away (its interface is gone; it was up at 10 Gb/s)")]
+    _write(tmp_path, 1, 1, rx_bytes=1500)
+    nic, events = _read(collector)
+    assert nic.link_lost is False
+    assert [(e.kind, e.message) for e in events] == [("net_link_up", "link enp2s0 is back at 10 Gb/s (a new interface)")]
+
+
+def test_an_interface_created_again_between_two_reads_is_a_flap(tmp_path: Path) -> None:
+    # Gone and back within one read (a 2 s unplug at a 5 s interval): the new interface's carrier count is what
+    # the old one's was; only its counters, started again, tell.
+    collector = HostCollector(HostRoot(tmp_path), Clock())
+    _write(tmp_path, 1, 1, rx_bytes=10**9)
+    _read(collector)
+    _write(tmp_path, 1, 1, rx_bytes=4000)
+    nic, events = _read(collector)
+    assert nic.link_lost is False
+    assert [(e.kind, e.message) for e in events] == [
+        ("net_link_flapped", ("link enp2s0 went away and came back between two reads (a new interface: its "
+                              "counters started again)"))]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rigmon.schema import SCHEMA_VERSION, History, HistorySeries
 from rigmon.snapshot.bundle import NodePart
-from rigmon.snapshot.link_flaps import link_flaps
+from rigmon.snapshot.link_flaps import link_flaps, link_flaps_text
 from rigmon.snapshot.report import render_report
 
 T0 = 1_780_000_000.0
@@ -35,6 +35,19 @@ def test_buckets_count_the_rise_inside_each_and_from_one_to_the_next_and_a_reset
     counter = series([5, 7, 8, 0, 2], lows=[5, 5, 8, 0, 0], step_s=60.0)
     (flaps,) = link_flaps(history("60s", **{"net[thunderbolt0]__carrier_changes_total": counter}))
     assert (flaps.changes, flaps.first_at, flaps.last_at) == (5, T0 + 60, T0 + 240)
+
+
+def test_an_interface_created_again_between_frames_is_a_flap() -> None:
+    # A thunderbolt-net cable unplugged for 2 s takes thunderbolt0 along and brings a new one: its carrier count is
+    # what the old one's was (1), only its byte counters, started again, fell.
+    carrier = series([1, 1, 1, 1, 1])
+    received = series([5e9, 6e9, 7e9, 2e4, 9e8])
+    (flaps,) = link_flaps(history(**{"net[thunderbolt0]__carrier_changes_total": carrier,
+                                     "net[thunderbolt0]__rx_bytes_total": received,
+                                     "net[eth0]__rx_bytes_total": series([1e6, 2e6, 3e6, 4e6, 5e6])}))
+    assert (flaps.link, flaps.recreated, flaps.changes, flaps.first_at) == ("net[thunderbolt0]", 1, 0, T0 + 3)
+    assert link_flaps_text(flaps) == ("net[thunderbolt0]: went away and came back once (a new interface: its counters "
+                                      "started again) by 2026-05-28 20:26:43 UTC")
 
 
 def test_the_report_names_the_flap_before_the_nodes_table() -> None:
