@@ -87,9 +87,10 @@ class NetLinkWatch:
             del self._gone[name]
             link.had_carrier = True
             if up:
-                events.append(EventDraft("net_link_up", "info", subject,
-                                         f"link {name} is back{_gbps(speed_mbps)} (a new interface)",
-                                         {**data, "speed_mbps": speed_mbps}))
+                # A flap, however long: the same alarm as one between two reads, which a read may or may not catch.
+                events.append(EventDraft("net_link_flapped", "warning", subject,
+                                         f"link {name} went away and came back{_gbps(speed_mbps)} (a new interface)",
+                                         {**data, "speed_mbps": speed_mbps, "downs": 1}))
         recreated = not first and rx_bytes is not None and link.rx_bytes is not None and rx_bytes < link.rx_bytes
         if recreated and up and link.up:
             events.append(EventDraft("net_link_flapped", "warning", subject,

@@ -120,7 +120,8 @@ def test_a_link_whose_interface_goes_away_and_comes_back_is_said_both_ways(tmp_p
     _write(tmp_path, 1, 1, rx_bytes=1500)
     nic, events = _read(collector)
     assert nic.link_lost is False
-    assert [(e.kind, e.message) for e in events] == [("net_link_up", "link enp2s0 is back at 10 Gb/s (a new interface)")]
+    assert [(e.kind, e.message) for e in events] == [
+        ("net_link_flapped", "link enp2s0 went away and came back at 10 Gb/s (a new interface)")]
 
 
 def test_an_interface_created_again_between_two_reads_is_a_flap(tmp_path: Path) -> None:
