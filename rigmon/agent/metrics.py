@@ -161,7 +161,9 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
                 fam.add(f"{PREFIX}_{spec.prefix}_{name}", f"{doc_type}.{name} (1 for the current value)", False,
                         {**labels, name: state}, 1.0 if value == state else 0.0)
             continue
-        if value is None or not is_number(tp) or isinstance(value, str):
+        # A field added later is UNSET in a record built without it (an older agent's, a recording's): no series,
+        # as None; float(UNSET) failed the whole scrape.
+        if value is None or value is msgspec.UNSET or not is_number(tp) or isinstance(value, str):
             continue
         renamed, what = RENAMED.get((type(record), name), (name, MEANING.get((type(record), name), "")))
         metric, scale, counter = metric_name(spec.prefix, renamed)
