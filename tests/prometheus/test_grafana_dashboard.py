@@ -267,7 +267,8 @@ def test_the_marks_annotation_names_what_the_job_was_doing(tmp_path: Path) -> No
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
 def test_links_degraded_counts_every_kind_of_link(tmp_path: Path) -> None:
     # The stat counted Thunderbolt links only: a lab's RDMA port down (tensor parallelism stalls) or an NVMe
-    # trained at Gen3 read "0" on the dashboard's first row while their alerts fired.
+    # trained at Gen3 read "0" on the dashboard's first row while their alerts fired; so did a 10 GbE data
+    # link that lost its carrier (RigmonNetworkLinkDown).
     data = json.loads(DASHBOARD.read_text())
     [panel] = [p for p in data["panels"] if p["title"] == "Links degraded"]
     [target] = panel["targets"]
@@ -284,13 +285,17 @@ def test_links_degraded_counts_every_kind_of_link(tmp_path: Path) -> None:
          'link_state="unused"}', "1x3"),
         ('rigmon_infiniband_link_state{node="strix-4",device="mlx5_0",port="2",link_layer="Ethernet",'
          'link_state="down"}', "0x3"),
+        # The 10 GbE data port whose switch port reset (net_link_down), and a management port still up.
+        ('rigmon_network_link_lost{node="strix-5",interface="enp2s0"}', "1x3"),
+        ('rigmon_network_link_lost{node="strix-5",interface="eno1"}', "0x3"),
     ]
     tests = {"evaluation_interval": "5s", "tests": [{
         "interval": "5s",
         "input_series": [{"series": s, "values": v} for s, v in series],
         "promql_expr_test": [{"expr": expr, "eval_time": "10s", "exp_samples": [
             {"labels": '{node="strix-1"}', "value": 2}, {"labels": '{node="strix-2"}', "value": 1},
-            {"labels": '{node="strix-3"}', "value": 1}, {"labels": '{node="strix-4"}', "value": 0}]}]}]}
+            {"labels": '{node="strix-3"}', "value": 1}, {"labels": '{node="strix-4"}', "value": 0},
+            {"labels": '{node="strix-5"}', "value": 1}]}]}]}
     promtool_test(tmp_path / "links.test.yml", tests)
 
 
