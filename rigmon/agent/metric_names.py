@@ -70,7 +70,9 @@ class RecordMetrics(msgspec.Struct, frozen=True, gc=False):
 RECORD_METRICS: dict[type, RecordMetrics] = {
     HostReading: RecordMetrics("host", skip=("boot_id",)),
     TemperatureReading: RecordMetrics("temperature", labels=("sensor", "label")),
-    NetInterfaceReading: RecordMetrics("network", labels=("name=interface",), skip=("operstate",)),
+    # The interface's kind (ethernet, thunderbolt-net, bond, wifi, virtual...) is what RigmonNetworkLinkFlapped
+    # keeps to: a veth or Wi-Fi coming and going is its software's business, as in the node rules.
+    NetInterfaceReading: RecordMetrics("network", labels=("name=interface",), skip=("operstate",), info=("kind",)),
     # read_iops and write_iops are rate() of reads_total and writes_total, exported as counters.
     DiskReading: RecordMetrics("disk", labels=("name=device",), skip=("major", "minor", "read_iops", "write_iops")),
     RaidArrayReading: RecordMetrics("md", labels=("name=array", "md_name")),

@@ -161,8 +161,10 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
                 fam.add(f"{PREFIX}_{spec.prefix}_{name}", f"{doc_type}.{name} (1 for the current value)", False,
                         {**labels, name: state}, 1.0 if value == state else 0.0)
             continue
+        # A field added later is UNSET in a record built without it (an older agent's, a recording's): no series,
+        # as None; float(UNSET) failed the whole scrape.
         if value is None or value is msgspec.UNSET or not is_number(tp) or isinstance(value, str):
-            continue  # UNSET: a field added later, absent from a record built without it (a recording)
+            continue
         renamed, what = RENAMED.get((type(record), name), (name, MEANING.get((type(record), name), "")))
         metric, scale, counter = metric_name(spec.prefix, renamed)
         fam.add(metric, help_text(doc_type, name, metric, scale, what), counter, labels, float(value) * scale)

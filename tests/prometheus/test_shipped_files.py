@@ -35,7 +35,8 @@ def test_rules_check() -> None:
 def test_rules_unit_tests() -> None:
     files = sorted(p.name for p in DEPLOY.glob("*.test.yml"))
     assert {"rigmon-rules.test.yml", "rigmon-rules-probes.test.yml", "rigmon-rules-agent.test.yml",
-            "rigmon-rules-restarts.test.yml", "rigmon-rules-trends.test.yml", "rigmon-rules-temps.test.yml"} <= set(files)
+            "rigmon-rules-restarts.test.yml", "rigmon-rules-trends.test.yml", "rigmon-rules-temps.test.yml",
+            "rigmon-rules-links.test.yml"} <= set(files)
     out = promtool("test", "rules", *files)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("SUCCESS") == len(files)
@@ -92,6 +93,8 @@ MIRRORS: dict[str, str | None] = {
     "host_temp_critical": "RigmonHostTempCritical",
     "net_link_slower": "RigmonNetworkLinkSlower",
     "net_link_stalled": "RigmonNetworkLinkStalled",
+    "net_link_down": "RigmonNetworkLinkDown",
+    "net_link_flapped": "RigmonNetworkLinkFlapped",
     "md_array_degraded": "RigmonMdArrayDegraded",
     "md_array_broken": "RigmonMdArrayBroken",
     "md_array_lagging": "RigmonMdArrayLagging",
