@@ -392,6 +392,8 @@ class SimAmdGpu:
             vram = min(wanted, int(self.vram_total_bytes * APU_VRAM_FILL)) if self.gtt_total_bytes else wanted
             self.vram_used_bytes, self.gtt_used_bytes = vram, wanted - vram
         node.bus["gpu_power_w"] = self.power_w
+        # GTT is system memory the kernel gives the GPU: the host's memory in use holds it (`SimHost`).
+        node.bus["gpu_gtt_bytes"] = float(self.gtt_used_bytes)
 
     def write(self, tree: Tree) -> None:
         dev = f"/sys/bus/pci/devices/{self.bus_id}"

@@ -115,7 +115,11 @@ class SimHost:
         for i, horizon_s in enumerate((60.0, 300.0, 900.0)):
             keep = 0.0 if dt_s >= horizon_s else 1.0 - dt_s / horizon_s
             self.load_avg[i] = self.load_avg[i] * keep + running * (1.0 - keep)
-        target_mem = self.mem_total_bytes * (0.08 + 0.5 * node.load)
+        # An APU's GTT (its GPU's memory, `SimAmdGpu`) is system memory in use as well, and the job's tensors
+        # are there rather than in host buffers beside it.
+        gtt = node.bus.get("gpu_gtt_bytes", 0.0)
+        host_share = 0.5 if not gtt else 0.1
+        target_mem = min(self.mem_total_bytes * 0.97, self.mem_total_bytes * (0.08 + host_share * node.load) + gtt)
         self.mem_used_bytes += (target_mem - self.mem_used_bytes) * min(1.0, dt_s / 30.0)
         target_temp = 38.0 + 40.0 * busy_frac / self.cooling
         self.cpu_temp_c += (target_temp - self.cpu_temp_c) * min(1.0, dt_s / 20.0)

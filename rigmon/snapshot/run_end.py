@@ -23,6 +23,9 @@ from rigmon.series import frame_series
 
 #: Rail series and power series named in the summary of a run's final seconds.
 RAIL_NAMED = 2
+#: The rail's minimum over a window (the ADC's envelope), and the series of its channels one by one.
+RAIL_SERIES = "psu_rail.volts.min_volts"
+CHANNEL_PREFIX = "psu_rail.channels_volts."
 POWER_NAMED = 3
 
 
@@ -41,6 +44,10 @@ def final_summary(final: dict[str, tuple[float, float]]) -> str | None:
         millivolt (the ADC's resolution), the 12 V rail alone when the node has one (`rail_rank`).
     """
     volts = sorted((rail_rank(name, hi), lo, name) for name, (lo, hi) in final.items() if name.endswith("_volts"))
+    # A one-channel ADC's channel is the rail itself: the same minimum twice under two names said nothing more.
+    rail = final.get(RAIL_SERIES)
+    if rail is not None:
+        volts = [v for v in volts if not (v[2].startswith(CHANNEL_PREFIX) and v[1] == rail[0])]
     if volts and volts[0][0] < 2:
         volts = [v for v in volts if v[0] < 2]
     watts = sorted(((hi, name) for name, (_, hi) in final.items()

@@ -255,3 +255,15 @@ def test_md_recovery_progress_bar_is_the_kernels(tmp_path: Path) -> None:
         bars += re.findall(r"^      \[([=>.]*)\]  recovery =", mdstat, flags=re.M)
     assert len(bars) == 3 and bars[0] != bars[-1]
     assert [len(b) for b in bars] == [21, 21, 21], bars
+
+
+def test_a_strix_halo_hosts_memory_in_use_holds_its_gpus_gtt(tmp_path: Path) -> None:
+    # The APU's GTT is system memory: the demo's Strix Halo node said 36.7 of 128 GiB in use while its GPU held
+    # 94 GiB of GTT.
+    bench = Bench("strix-cluster", tmp_path)
+    bench.run_to(120.0)
+    root = bench.node.tree.root
+    gtt = int(next((root / "sys/bus/pci/devices").glob("*/mem_info_gtt_used")).read_text())
+    meminfo = dict(line.split(":") for line in (root / "proc/meminfo").read_text().splitlines())
+    used = (int(meminfo["MemTotal"].split()[0]) - int(meminfo["MemAvailable"].split()[0])) * 1024
+    assert gtt > 50 * 1024**3 and gtt < used <= 128 * 1024**3

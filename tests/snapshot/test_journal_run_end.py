@@ -60,6 +60,12 @@ def test_the_final_seconds_name_the_rail_minimum_and_the_highest_power() -> None
              "gpus[0].power_w": (100.0, 310.0), "gpus[0].power_limit_w": (300.0, 300.0)}
     assert final_summary(final) == "psu_rail.volts.min_volts min 11.255 V, gpus[0].power_w max 310 W"
     assert final_summary({"host.cpu_pct": (1.0, 2.0)}) is None
+    # A one-channel ADC: its channel's minimum is the rail's, named once (it was named twice); a second channel
+    # lower than the rail's envelope (another terminal) still is.
+    one = {**final, "psu_rail.channels_volts.v.min_volts": (11.2551, 12.01)}
+    assert final_summary(one) == "psu_rail.volts.min_volts min 11.255 V, gpus[0].power_w max 310 W"
+    two = {**one, "psu_rail.channels_volts.b.min_volts": (11.1, 12.0)}
+    assert "psu_rail.channels_volts.b.min_volts min 11.100 V" in (final_summary(two) or "")
 
 
 
