@@ -68,10 +68,11 @@ _answered = sender_module.ProbeSender._answered
 
 
 def _timed_answered(self: sender_module.ProbeSender, path: sender_module._Path, seq: int, end_ns: int,
-                    kernel_ns: int | None = None, held_ns: int | None = None, flooded: bool = False) -> None:
+                    kernel_ns: int | None = None, held_ns: int | None = None, flooded: bool = False,
+                    rdma_down: bool = False) -> None:
     sent = path.by_seq.get(seq)
     fresh = sent is not None and sent.rtt_us is None
-    _answered(self, path, seq, end_ns, kernel_ns, held_ns, flooded)
+    _answered(self, path, seq, end_ns, kernel_ns, held_ns, flooded, rdma_down)
     if not fresh or sent is None or kernel_ns is None or (self.node, path.target.peer, path.target.path) in _NOT_HEALTHY:
         return
     kind = path.target.path
