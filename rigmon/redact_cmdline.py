@@ -141,3 +141,10 @@ def _query_param(m: re.Match[str]) -> str:
     if m.group("value") and secret_name(m.group("name")):
         return f"{m.group('sep')}{m.group('name')}={REDACTED}"
     return m.group(0)
+
+
+def redact_command_text(text: str) -> str:
+    """A command line already joined with spaces (a reading's ``cmdline`` or short ``command``, as agents
+    before this redaction wrote them) redacted as `redact_argv` redacts its words. Idempotent: a redacted
+    line comes back unchanged."""
+    return " ".join(redact_argv(text.split(" "))) if text else text
