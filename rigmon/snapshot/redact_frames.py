@@ -23,31 +23,54 @@ from rigmon.snapshot.unpack_limits import unpack_budget
 #: Compressed bytes fed to the decompressor at a time (so a member's end is found without copying the rest).
 CHUNK_BYTES = 1 << 20
 
-# "cmdline":"..." and "command":"..." as the wire encoder writes them (no spaces; JSON string escapes).
-_COMMAND = lazy_compile(rb'"(?:cmdline|command)":"((?:[^"\\]|\\.)*)"')
+#: The keys of command lines as the wire encoder writes them (no spaces), up to their string's content.
+COMMAND_KEYS = (b'"cmdline":"', b'"command":"')
+# A JSON string's content, to its closing quote (escapes unrolled: a scan of hundreds of MB of frames).
+_STRING_CONTENT = lazy_compile(rb'[^"\\]*(?:\\.[^"\\]*)*')
 
 
-def redact_json_line(data: bytes) -> bytes:
+def redact_json_line(data: bytes, seen: dict[bytes, bytes | None] | None = None) -> bytes:
     """``data`` (wire JSON: one or more lines) with its command lines redacted (see the module); the very
-    same bytes when none holds a secret."""
-    if b'"cmdline":"' not in data and b'"command":"' not in data:
-        return data
+    same bytes when none holds a secret. ``seen`` remembers each JSON string's redaction (``None``: none)
+    between calls: a job's command line is in every frame of its run."""
+    seen = {} if seen is None else seen
     changed: dict[bytes, bytes] = {}
-    for m in _COMMAND.finditer(data):
-        inner = m.group(1)
-        if inner in changed:
-            continue
-        try:
-            text = json.loads(b'"' + inner + b'"')
-        except ValueError:
-            continue
-        redacted = redact_command_text(text)
-        if redacted != text:
-            changed[inner] = json.dumps(redacted, ensure_ascii=False)[1:-1].encode()
+    for inner in _command_strings(data):
+        if inner not in seen:
+            seen[inner] = _redacted_inner(inner)
+        redacted = seen[inner]
+        if redacted is not None:
+            changed[inner] = redacted
     # Longest first: a short command is the head of its full command line.
     for old in sorted(changed, key=len, reverse=True):
         data = data.replace(old, changed[old])
     return data
+
+
+def _command_strings(data: bytes) -> set[bytes]:
+    """The contents of the ``"cmdline"`` and ``"command"`` strings of ``data``, each once."""
+    found: set[bytes] = set()
+    for key in COMMAND_KEYS:
+        # Split at the key (a scan in C), then each piece's string read from its start: the frames' commands
+        # are a few strings repeated in every frame.
+        for piece in data.split(key)[1:]:
+            end = piece.find(b'"')
+            content = piece[:end] if end >= 0 else piece
+            if b"\\" in content:  # an escaped quote may end it early: read the string as JSON does
+                m = _STRING_CONTENT.match(piece)
+                content = m.group(0) if m is not None else content
+            found.add(content)
+    return found
+
+
+def _redacted_inner(inner: bytes) -> bytes | None:
+    """A JSON string's content redacted as a command line, ``None`` when it holds nothing to redact."""
+    try:
+        text = json.loads(b'"' + inner + b'"')
+    except ValueError:
+        return None
+    redacted = redact_command_text(text)
+    return None if redacted == text else json.dumps(redacted, ensure_ascii=False)[1:-1].encode()
 
 
 def redact_frames_gz(body: bytes) -> bytes:
@@ -57,6 +80,7 @@ def redact_frames_gz(body: bytes) -> bytes:
     bundle's reader says it is damaged, and nothing of it is shown."""
     view = memoryview(body)
     budget = unpack_budget(len(body))
+    seen: dict[bytes, bytes | None] = {}
     out: list[bytes] = []
     off = 0
     while off < len(body):
@@ -79,7 +103,7 @@ def redact_frames_gz(body: bytes) -> bytes:
             break
         off -= len(stream.unused_data)
         lines = b"".join(pieces)
-        redacted = redact_json_line(lines)
+        redacted = redact_json_line(lines, seen)
         out.append(body[start:off] if redacted is lines else gzip_member(redacted))
     return b"".join(out)
 
