@@ -83,6 +83,9 @@ def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
 def _redact_cached(argv: tuple[str, ...]) -> tuple[str, ...]:
     if not argv:
         return argv
+    if _SPACE.search(argv[0]):
+        # A process that rewrote its argv (setproctitle) may hold its whole command line in argv[0].
+        return (*_redact_args(argv[:1], nested=False), *_redact_args(argv[1:], nested=False))
     return (scrub(argv[0]), *_redact_args(argv[1:], nested=False))
 
 

@@ -56,6 +56,8 @@ HF = "hf_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF"
     (("python", "-u", "train.py", "--config", "cfg.yaml"), ("python", "-u", "train.py", "--config", "cfg.yaml")),
     (("env", "PWD=/home/a", "TOKENIZERS_PARALLELISM=false"), ("env", "PWD=/home/a", "TOKENIZERS_PARALLELISM=false")),
     (("python", "t.py", "--hf-token="), ("python", "t.py", "--hf-token=")),
+    # a process that rewrote its argv (setproctitle): its whole command line in argv[0]
+    (("python train.py --wandb-key w4ndb --lr 1",), (f"python train.py --wandb-key {R} --lr 1",)),
     ((), ()),
 ])
 def test_redact_argv(argv: tuple[str, ...], expected: tuple[str, ...]) -> None:
