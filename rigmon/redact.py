@@ -7,7 +7,8 @@ their secret in the user part, the query or the path (Slack, Discord, ntfy topic
 (a receiver's answer, a command's output) also loses bearer and basic credentials, curl's
 ``-u user:password``, ``user:password@host``, the values of ``key=``, ``token=``, ``secret=`` and
 ``password=`` (and of such JSON keys, and of ``password: ...`` as YAML and logs write it), and
-tokens whose form gives them away (Slack's ``xoxb-...``, GitHub's ``ghp_...``).
+tokens whose form gives them away (Slack's ``xoxb-...``, GitHub's ``ghp_...``, Hugging Face's ``hf_...``).
+Command lines of processes are `rigmon.redact_cmdline`'s.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ _NAME = r"(?<![\w.-])[\w.-]*?"
 #   digit or 16 characters, as tokens do (``missing key: user_id``, ``token: expired`` are prose);
 # - ``user:password@host`` without a scheme (URLs have lost theirs already), a user name starting
 #   with a letter (``12:30@node1`` is a time);
-# - tokens of a known form (Slack, GitHub, GitLab), which need no name to give them away.
+# - tokens of a known form (Slack, GitHub, GitLab, Hugging Face's ``hf_...``, OpenAI-style ``sk-...``),
+#   which need no name to give them away.
 _CREDENTIAL = lazy_compile(
     r"(?i)(?P<header>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*)(?P<header_value>[^\r\n\"']+)"
     r"|(?P<bearer>\bbearer\s+)(?P<bearer_value>[A-Za-z0-9._~+/=-]+)"
@@ -63,7 +65,8 @@ _CREDENTIAL = lazy_compile(
     rf"|(?P<label>{_NAME}{_PASSWORD}[ \t]*:[ \t]*)(?P<label_value>{_VALUE})"
     rf"|(?P<tag>{_NAME}(?:key|token|secret)[ \t]*:[ \t]*)(?P<tag_value>(?={_WORD}*\d|{_WORD}{{16}}){_WORD}+)"
     r"|(?<![\w.+%~-])(?P<userinfo>[a-z_][\w.+%~-]*:[^\s@:\"'<>]+)@(?=[\w\[])"
-    r"|(?P<known>\b(?:xox[a-z]|xapp|glpat)-[A-Za-z0-9-]{6,}|\b(?:gh[pousr]|github_pat)_[A-Za-z0-9_]{16,})"
+    r"|(?P<known>\b(?:xox[a-z]|xapp|glpat)-[A-Za-z0-9-]{6,}|\b(?:gh[pousr]|github_pat)_[A-Za-z0-9_]{16,}"
+    r"|\bhf_[A-Za-z0-9]{30,}|\bsk-[A-Za-z0-9_-]{20,})"
 )
 
 
@@ -99,7 +102,14 @@ def redact_text(text: str) -> str:
     or shape that gives it away (a tail that starts inside ``token=...``, a head that ends inside
     a quoted password). Its cost grows linearly with the text's length, so a whole answer or
     output can go through it."""
-    return _CREDENTIAL.sub(_redact_credential, redact_urls(text))
+    return redact_credentials(redact_urls(text))
+
+
+def redact_credentials(text: str) -> str:
+    """``text`` without the credentials `_CREDENTIAL` finds (see `redact_text`), its URLs left whole but
+    for a ``user:password@`` part: for texts whose URLs are not secrets themselves (a command line's
+    model repository), unlike a notifier's webhook."""
+    return _CREDENTIAL.sub(_redact_credential, text)
 
 
 def _redact_credential(m: re.Match[str]) -> str:

@@ -3,7 +3,8 @@
 NVIDIA processes come from NVML's running-process lists (compute and graphics) with their
 used GPU memory and, where the driver samples them, per-process utilisation; AMD processes
 from the DRM fdinfo files of ``/proc/PID/fdinfo`` (``drm-driver: amdgpu``, as nvtop reads
-them). Each process is joined with ``/proc/PID/{stat,status,cmdline}`` below the agent's root.
+them). Each process is joined with ``/proc/PID/{stat,status,cmdline}`` below the agent's root, its
+command line's secrets redacted (`rigmon.redact_cmdline`).
 A PID that NVML lists but the agent's ``/proc`` does not show (another PID namespace, such as
 a container, or a process that just exited) is reported with what NVML gives; so is every NVML
 PID when that ``/proc`` is not the host's PID namespace (an agent in a container without the
@@ -50,6 +51,7 @@ from rigmon.hw.nvml import (
 )
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates
+from rigmon.redact_cmdline import redact_argv
 from rigmon.schema import GpuProcessReading
 
 #: PCI vendor id of AMD GPUs.
@@ -344,7 +346,10 @@ class GpuProcessCollector:
 
     @staticmethod
     def _reading(info: ProcInfo, pid: int, vendor: str, users: dict[int, str], **fields: object) -> GpuProcessReading:
-        argv = info.argv
+        # Redacted here, before anything is made of it: a job's tokens and passwords on its command line
+        # (--hf-token=..., HF_TOKEN=... python ...) would reach frames, the journal, /metrics' command
+        # label, events and snapshots, and no consumer could take them back out.
+        argv = redact_argv(info.argv)
         command = short_command(argv) or (f"[{info.comm}]" if info.comm else None)
         return GpuProcessReading(
             pid=pid, vendor=vendor,  # type: ignore[arg-type]

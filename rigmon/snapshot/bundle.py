@@ -14,8 +14,9 @@ Layout (``<top>`` is ``rigmon-snapshot-YYYYmmdd-HHMMSS``)::
     <top>/nodes/<node>/latest.json       the latest frame
     <top>/nodes/<node>/series.json       /v1/history of the window (min/mean/max per series)
     <top>/nodes/<node>/events.jsonl      one wire Event per line
-    <top>/nodes/<node>/frames.jsonl.gz   one wire Frame per line, oldest first (gzip, as the agent sent it;
-                                         format 1 had frames.jsonl)
+    <top>/nodes/<node>/frames.jsonl.gz   one wire Frame per line, oldest first (gzip, as the agent sent it
+                                         but for older agents' command lines, redacted; format 1 had
+                                         frames.jsonl)
     <top>/nodes/<node>/captures/...      raw files by their path on the node (proc/mdstat, sys/...)
     <top>/nodes/<node>/captures/ERRORS.txt  what could not be captured
 """
@@ -45,6 +46,7 @@ from rigmon.snapshot.bundle_read import NodeBundle as NodeBundle
 from rigmon.snapshot.bundle_read import read_bundle as read_bundle
 from rigmon.snapshot.gpus_gone import GoneGpu, gone_gpu_data
 from rigmon.snapshot.inventory import inventory
+from rigmon.snapshot.redact_frames import redact_events, redact_frames_gz, redact_json_line
 from rigmon.typed import to_data
 
 BUNDLE_FORMAT = 2
@@ -116,8 +118,8 @@ class NodePart:
 
     @property
     def events(self) -> tuple[Event, ...]:
-        """Events of the window."""
-        return self.history.events if self.history is not None else ()
+        """Events of the window (an older agent's GPU process command lines redacted: `redact_events`)."""
+        return redact_events(self.history.events) if self.history is not None else ()
 
 
 def frames_gzip(frames: Sequence[Frame]) -> bytes:
@@ -194,13 +196,15 @@ def bundle_members(parts: list[NodePart], since_s: float, report: str,
             inv["gpus_gone_since"] = part.gpus_gone_from_at
         yield f"{base}/inventory.json", _json_bytes(inv)
         yield f"{base}/config.json", _json_bytes(part.config)
-        yield f"{base}/latest.json", (encode(part.latest) + b"\n") if part.latest else b"null\n"
+        # Frames and events of older agents hold their GPU processes' command lines whole: redacted here.
+        yield f"{base}/latest.json", redact_json_line(encode(part.latest) + b"\n") if part.latest else b"null\n"
         if part.history is not None:
             yield f"{base}/series.json", (part.history_json or encode_history(part.history)) + b"\n"
-        yield f"{base}/events.jsonl", b"".join(encode(e) + b"\n" for e in part.events)
+        yield f"{base}/events.jsonl", redact_json_line(b"".join(encode(e) + b"\n" for e in part.events))
         # Stored as received: an hour of a large rig is hundreds of MB of JSON, compressed once
-        # by the agent's journal; the tar's own gzip gains nothing on it.
-        yield f"{base}/frames.jsonl.gz", part.frames_gz
+        # by the agent's journal; the tar's own gzip gains nothing on it. Only a member holding a
+        # command line to redact (an older agent's) is compressed again.
+        yield f"{base}/frames.jsonl.gz", redact_frames_gz(part.frames_gz)
         for path, text in sorted(part.files.items()):
             yield f"{base}/captures/{_capture_path(path)}", text.encode()
         errors = list(part.capture_errors) + ([f"pull: {part.error}"] if part.error else [])
