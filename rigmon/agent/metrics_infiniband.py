@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rigmon.collectors.infiniband import COUNTERS
-from rigmon.collectors.infiniband_saturation import COUNTER_MAX
+from rigmon.collectors.infiniband_saturation import COUNTER_MAX, COUNTERS
 from rigmon.schema import InfinibandPortReading
 
 NAME = "rigmon_infiniband_saturated"

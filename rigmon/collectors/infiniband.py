@@ -24,7 +24,7 @@ from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledC
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.infiniband_events import ACTIVE, port_events, saturated_event
 from rigmon.collectors.infiniband_netdev import read_port_netdev
-from rigmon.collectors.infiniband_saturation import SaturationWatch
+from rigmon.collectors.infiniband_saturation import COUNTERS, SaturationWatch
 from rigmon.collectors.sysfs_values import parse_int
 from rigmon.hw.names import text_name
 from rigmon.hw.root import HostRoot
@@ -34,22 +34,6 @@ from rigmon.schema import InfinibandPortReading, RdmaHwCounterReading, RdmaLinkS
 
 CLASS = "/sys/class/infiniband"
 
-#: Standard counter file -> (schema field, scale). The data counters count 4-byte words.
-COUNTERS: dict[str, tuple[str, int]] = {
-    "symbol_error": ("symbol_error_total", 1),
-    "link_downed": ("link_downed_total", 1),
-    "link_error_recovery": ("link_error_recovery_total", 1),
-    "port_rcv_errors": ("port_errors_received_total", 1),
-    "port_xmit_discards": ("port_discards_transmitted_total", 1),
-    "port_xmit_wait": ("port_transmit_wait_total", 1),
-    "local_link_integrity_errors": ("local_link_integrity_errors_total", 1),
-    "excessive_buffer_overrun_errors": ("excessive_buffer_overrun_errors_total", 1),
-    "port_rcv_remote_physical_errors": ("port_receive_remote_physical_errors_total", 1),
-    "port_rcv_data": ("port_data_received_bytes_total", 4),
-    "port_xmit_data": ("port_data_transmitted_bytes_total", 4),
-    "port_rcv_packets": ("port_packets_received_total", 1),
-    "port_xmit_packets": ("port_packets_transmitted_total", 1),
-}
 #: Counters whose sum is ``errors_total`` (the "errors rising" alarm watches it).
 ERROR_FILES = ("symbol_error", "link_error_recovery", "port_rcv_errors", "port_xmit_discards",
                "local_link_integrity_errors", "excessive_buffer_overrun_errors", "port_rcv_remote_physical_errors")

@@ -10,6 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+#: Standard counter file -> (schema field, scale). The data counters count 4-byte words.
+COUNTERS: dict[str, tuple[str, int]] = {
+    "symbol_error": ("symbol_error_total", 1),
+    "link_downed": ("link_downed_total", 1),
+    "link_error_recovery": ("link_error_recovery_total", 1),
+    "port_rcv_errors": ("port_errors_received_total", 1),
+    "port_xmit_discards": ("port_discards_transmitted_total", 1),
+    "port_xmit_wait": ("port_transmit_wait_total", 1),
+    "local_link_integrity_errors": ("local_link_integrity_errors_total", 1),
+    "excessive_buffer_overrun_errors": ("excessive_buffer_overrun_errors_total", 1),
+    "port_rcv_remote_physical_errors": ("port_receive_remote_physical_errors_total", 1),
+    "port_rcv_data": ("port_data_received_bytes_total", 4),
+    "port_xmit_data": ("port_data_transmitted_bytes_total", 4),
+    "port_rcv_packets": ("port_packets_received_total", 1),
+    "port_xmit_packets": ("port_packets_transmitted_total", 1),
+}
+#: (Here, not in `rigmon.collectors.infiniband`, so that /metrics names them without importing the collector.)
+
 #: Counter file -> its largest value (the counter's width in PortCounters).
 COUNTER_MAX: dict[str, int] = {
     "symbol_error": 0xFFFF,
