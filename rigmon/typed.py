@@ -14,6 +14,8 @@ import dataclasses
 import enum
 import types
 import typing
+
+import msgspec
 from collections.abc import Callable
 from functools import cache
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -100,7 +102,9 @@ def to_data(obj: Any) -> Any:
         return obj
     names = record_field_names(tp)
     if names is not None:
-        return {name: to_data(getattr(obj, name)) for name in names}
+        # An UNSET field (added later: `msgspec.UNSET` in a record built without it) is left out, as the wire
+        # encoding leaves it out.
+        return {name: to_data(value) for name in names if (value := getattr(obj, name)) is not msgspec.UNSET}
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, (list, tuple)):

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import msgspec
 
+from rigmon.schema import SchemaError, decode
+
 log = logging.getLogger(__name__)
 
 MEMORY_FILE = "guard-memory.json"
@@ -80,10 +82,11 @@ def read_memory(path: Path) -> GuardMemory:
     """The file at ``path``; an empty memory when there is none, or it cannot be read (logged: the guard
     then starts as a fresh one would, its release and count of actions forgotten)."""
     try:
-        return msgspec.json.decode(path.read_bytes(), type=GuardMemory)
+        # The schema's decoder (built under its lock: `rigmon.schema.frame`), not one of its own.
+        return decode(GuardMemory, path.read_bytes())
     except FileNotFoundError:
         return GuardMemory()
-    except (OSError, msgspec.DecodeError) as exc:
+    except (OSError, SchemaError) as exc:
         log.warning("guard: cannot read %s (%s): an operator's release and the hour's actions are forgotten",
                     path, exc)
         return GuardMemory()
