@@ -7,6 +7,7 @@ bytes lower than before. Pure: read from the window's history."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rigmon.schema import History
@@ -68,7 +69,7 @@ def link_flaps(history: History) -> list[LinkFlaps]:
     for name, s in history.series.items():
         if not name.endswith(BYTES_SUFFIX) or len(s.at) < 2:
             continue
-        falls = [at for at, lo, before in zip(s.at[1:], s.min[1:], s.max[:-1]) if lo < before]
+        falls = _falls(s.at, s.min, s.max)
         if not falls:
             continue
         link = name[: -len(BYTES_SUFFIX)]
@@ -79,6 +80,22 @@ def link_flaps(history: History) -> list[LinkFlaps]:
             found[link] = LinkFlaps(was.series, was.changes, min(was.first_at, falls[0]), max(was.last_at, falls[-1]),
                                     len(falls))
     return sorted(found.values(), key=lambda f: (-f.recreated - f.changes // 2, f.series))
+
+
+def _falls(at: Sequence[float], lows: Sequence[float], highs: Sequence[float]) -> list[float]:
+    """When a counter fell (it was reset: its interface created again), from each point's smallest and largest
+    value. A point whose smallest value is below the largest before it holds a reset; after one, the counter
+    runs on from the point's smallest value (the new interface's), not from its largest (the old one's last), so
+    the next point is held against that."""
+    out = []
+    floor = highs[0]
+    for when, lo, hi in zip(at[1:], lows[1:], highs[1:]):
+        if lo < floor:
+            out.append(when)
+            floor = lo
+        else:
+            floor = hi
+    return out
 
 
 def _stamp(at: float) -> str:

@@ -50,6 +50,20 @@ def test_an_interface_created_again_between_frames_is_a_flap() -> None:
                                       "started again) by 2026-05-28 20:26:43 UTC")
 
 
+def test_an_interface_created_again_within_a_bucket_is_one_flap() -> None:
+    # 60 s buckets (min, max) of the received bytes: the reset falls inside the second (its min is the new
+    # interface's first bytes, its max the old one's last), and the third is the new one's alone. Compared with the
+    # bucket before's maximum, the third counted a second fall.
+    received = series([2e9, 3e9, 8e8], lows=[1e9, 5e3, 6e4], step_s=60.0)
+    (flaps,) = link_flaps(history("60s", **{"net[thunderbolt0]__rx_bytes_total": received}))
+    assert (flaps.recreated, flaps.first_at) == (1, T0 + 60)
+    # A series begun at 0 (the interface new when the agent started) whose reset came a bucket later: held against
+    # the first bucket's smallest value, the reset is not seen.
+    received = series([5e10, 8e10, 1.5e10], lows=[0.0, 3e8, 1.5e10], step_s=60.0)
+    (flaps,) = link_flaps(history("60s", **{"net[thunderbolt0]__rx_bytes_total": received}))
+    assert (flaps.recreated, flaps.first_at) == (1, T0 + 60)
+
+
 def test_the_report_names_the_flap_before_the_nodes_table() -> None:
     part = NodePart(node="strix-a", source="http://strix-a:9871", from_at=T0, to_at=T0 + 600,
                     history=history(**{"net[thunderbolt0]__carrier_changes_total": series([1, 1, 3, 3])}))
