@@ -26,19 +26,9 @@ from rigmon.schema import GpuProcessReading
 from rigmon.sim.job import PASSWD, SimProcess, proc_stat_line, proc_status
 from rigmon.sim.nvml import FakeGpuProcess, FakeNvmlMachine, serving, v100_sxm2_gpus
 from rigmon.sim.tree import Tree, write_tree
+from tests.collectors.gpu_helpers import StepClock
 
 ARGV = ("/opt/conda/bin/python3", "-u", "train.py", "--config", "cfg.yaml")
-
-
-class StepClock:
-    def __init__(self) -> None:
-        self.t_s = 0.0
-
-    def time(self) -> float:
-        return 1_700_000_000.0 + self.t_s
-
-    def monotonic(self) -> float:
-        return self.t_s
 
 
 # -- parsers ------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from rigmon.sim.job import PASSWD, SimProcess, proc_stat_line, proc_status
 from rigmon.sim.nvml import FakeGpuProcess, FakeNvmlMachine, serving, v100_sxm2_gpus
 from rigmon.sim.tree import Tree, write_tree
 from rigmon.typed import to_data
+from tests.collectors.gpu_helpers import StepClock
 
 HF = "hf_" + "Zq8Lm2Rt6Yw1Ux4Ip7Oa3Sd5Fg9Hj0Kk"
 SECRETS = (HF, "w4ndbK3y", "hunter2", "pr0xyPw", "s3cr3tEnv")
@@ -24,17 +25,6 @@ SHOWN = ("/usr/bin/env WANDB_API_KEY=<redacted> /opt/conda/bin/python3 train.py 
          "--wandb-key <redacted> --db-password=<redacted> --data https://<redacted>@data.lan/shards "
          "--tokenizer gpt2 --max-tokens 512")
 BUS = "0000:c3:00.0"
-
-
-class StepClock:
-    def __init__(self) -> None:
-        self.t_s = 0.0
-
-    def time(self) -> float:
-        return 1_700_000_000.0 + self.t_s
-
-    def monotonic(self) -> float:
-        return self.t_s
 
 
 def _proc(tree: Tree, pid: int, argv: tuple[str, ...]) -> None:
