@@ -17,6 +17,7 @@ import pytest
 from rigmon import __version__
 from rigmon.schema import Frame, decode
 from rigmon.sim import write_tree
+from tests.ports import free_port as free_port
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
@@ -26,11 +27,6 @@ def rigmon(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "rigmon", *args], capture_output=True, text=True,
                           timeout=timeout, env=ENV, cwd=REPO)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

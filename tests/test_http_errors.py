@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from rigmon.http_errors import describe_http_error
+from tests.ports import free_port as free_port
 
 
 def failure(status: int, body: bytes = b"", headers: dict[str, str] | None = None,
@@ -37,11 +38,6 @@ def test_status_answers() -> None:
     for text in (failure(401), failure(500), failure(429)):
         assert "developer.mozilla.org" not in text and "\n" not in text
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def error_of(url: str, **client: object) -> str:

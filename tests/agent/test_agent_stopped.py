@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,16 +13,12 @@ from pathlib import Path
 import httpx
 
 from rigmon.sim.tree import write_tree
+from tests.ports import free_port as free_port
 
 REPO = Path(__file__).resolve().parents[2]
 #: How long the agent stays stopped: well past its collectors' timeout and several ticks.
 STOPPED_S = 4.0
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def frames_since(url: str, since: int) -> list[dict[str, object]]:

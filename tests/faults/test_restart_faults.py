@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,21 +18,25 @@ from pathlib import Path
 
 import httpx
 
-from rigmon.cluster.client import AgentClient, Backoff, Connected, Failed, GapReported, Sampled, Update
-from rigmon.cluster.store import NodeStore, contiguous
 from rigmon.clock import SystemClock
+from rigmon.cluster.client import (
+    AgentClient,
+    Backoff,
+    Connected,
+    Failed,
+    GapReported,
+    Sampled,
+    Update,
+)
+from rigmon.cluster.store import NodeStore, contiguous
 from rigmon.schema import Frame, History, decode
 from rigmon.sim.tree import write_tree
+from tests.ports import free_port as free_port
 
 REPO = Path(__file__).resolve().parents[2]
 #: The journal commits at least this often: a kill -9 loses at most about this much.
 COMMIT_S = 0.1
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_agent(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:

@@ -4,7 +4,6 @@ first's pid, and the first's journal shows no made-up ``unclean_shutdown``."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,15 +12,11 @@ from pathlib import Path
 import httpx
 
 from rigmon.sim.tree import write_tree
+from tests.ports import free_port as free_port
 
 REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 30.0
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_agent(tmp_path: Path, state: Path, port: int) -> subprocess.Popen[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 from rigmon.setup.tls import make_self_signed
+from tests.ports import free_port as free_port
 from tests.prometheus.test_grafana_dashboard import expressions, promql
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,11 +25,6 @@ PROMETHEUS = shutil.which("prometheus")
 
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed (.ci/run installs it)")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -14,13 +14,8 @@ import pytest
 
 from rigmon.setup.command import certificate_names, route_addresses
 from rigmon.sim.rig import SimRig, get_scenario
+from tests.ports import free_port as free_port
 from tests.setup.helpers import ENV, setup_agent, token_file
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_the_installed_agent_serves_tls_that_the_printed_line_reaches(tmp_path: Path) -> None:
