@@ -54,9 +54,9 @@ class NetLinkWatch:
 
     def __init__(self) -> None:
         self._links: dict[str, _Link] = {}
-        #: Links that had a carrier when their interface went away, with their kind: one back under the
-        #: name is the link back (a thunderbolt-net cable plugged in again, a NIC's driver reloaded).
-        self._gone: dict[str, str | None] = {}
+        #: Links that had a carrier when their interface went away: one back under the name is the link
+        #: back (a thunderbolt-net cable plugged in again, a NIC's driver reloaded).
+        self._gone: set[str] = set()
 
     def judge(self, name: str, kind: str | None, rdma: bool, carrier: bool | None, operstate: str | None,
               carrier_changes: int | None, speed_mbps: int | None,
@@ -84,7 +84,7 @@ class NetLinkWatch:
         data = {"kind": kind, "carrier_changes_total": carrier_changes}
         subject = f"link:{name}"
         if first and name in self._gone:
-            del self._gone[name]
+            self._gone.discard(name)
             link.had_carrier = True
             if up:
                 # A flap, however long: the same alarm as one between two reads, which a read may or may not catch.
@@ -106,7 +106,8 @@ class NetLinkWatch:
                                          {**data, "speed_mbps": speed_mbps}))
             elif up and carrier_changes is not None and link.changes is not None \
                     and carrier_changes - link.changes >= 2:
-                # Down and up again between two reads (a lower count: a new interface, no flap).
+                # Down and up again between two reads (a new interface, its count started again, is told
+                # by its bytes above).
                 downs = (carrier_changes - link.changes) // 2
                 events.append(EventDraft("net_link_flapped", "warning", subject,
                                          f"link {name} lost its carrier and got it back between two reads"
@@ -127,7 +128,7 @@ class NetLinkWatch:
         for name in self._links.keys() - names:
             link = self._links.pop(name)
             if link.had_carrier and link.up:
-                self._gone[name] = link.kind
+                self._gone.add(name)
                 events.append(EventDraft("net_link_removed", "warning", f"link:{name}",
                                          f"link {name} went away (its interface is gone; it was up"
                                          f"{_gbps(link.speed_mbps)})",

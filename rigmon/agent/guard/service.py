@@ -193,7 +193,10 @@ class GuardService:
                 if stuck and (sh.last_action_at is None or obs.at - sh.last_action_at >= RESTORE_RETRY_S):
                     decisions = [Decision("restore", 0, None, "retrying the restore of settings still in force",
                                           stuck, retry=True)]
-        self.store.remember()  # an engage or step counts against the ceiling after a restart too
+        if decisions:
+            # An engage or step counts against the ceiling after a restart too (a frame deciding nothing changes
+            # neither the release nor the actions: no memory to compare on every frame).
+            self.store.remember()
         if probe:
             # The driver was not there yet at start (or a call hung): ask again, before the decisions.
             self.worker.submit(self.worker.probe)
